@@ -1,0 +1,57 @@
+//! # submem-core
+//!
+//! The contract every submem memory substrate implements, and the types and
+//! services they share:
+//!
+//! - [`history`]: conversational [`Turn`]s and agent [`Step`]s, grouped per
+//!   [`Namespace`];
+//! - [`query`]: what a reader asks ([`Query`], with the budget arithmetic
+//!   `B̄ = 0.95·B`, `A = B̄ − |P|`) and what a substrate answers ([`Recall`]);
+//! - [`substrate`]: the object-safe async [`Substrate`] trait (write, read,
+//!   manage, footprint, persist/restore, forget);
+//! - [`services`]: the [`Llm`], [`Embedder`] and [`TokenCounter`] traits;
+//! - [`meter`]: wrappers that count every call, token and second per phase;
+//! - [`render`]: packing ranked units under a budget, shown in time order;
+//! - [`persist`]: manifests and atomic writes for persisted state.
+//!
+//! The crate is deliberately light (serde, thiserror, async-trait, tracing):
+//! model runtimes and indexes live in `submem-models` and the substrate crates.
+//!
+//! ```
+//! use submem_core::{Namespace, Query};
+//! let q = Query::question(Namespace::new("alice")?, "Where did I park?", 4096)
+//!     .with_fixed_prompt_tokens(100);
+//! assert_eq!(q.allowance(), 3791);
+//! # Ok::<(), submem_core::Error>(())
+//! ```
+#![warn(missing_docs)]
+
+mod error;
+pub mod history;
+pub mod meter;
+pub mod persist;
+pub mod query;
+pub mod render;
+pub mod services;
+pub mod substrate;
+
+#[cfg(feature = "test-utils")]
+pub mod test_utils;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::{BoxError, Error, Result, ServiceError};
+pub use history::{Event, History, Namespace, Step, Turn};
+pub use meter::{
+    LatencyStats, Meter, MeterSnapshot, MeteredEmbedder, MeteredLlm, MeteredSubstrate, Phase,
+    PhaseStats,
+};
+pub use query::{Query, Recall, Regime, Resolution, SourceHit};
+pub use render::{render_in_time_order, PackPolicy, RankedUnit};
+pub use services::{
+    cosine, l2_normalize, ChatMessage, ChatRequest, Completion, Embedder, Llm, Role, Services,
+    TokenCounter, Usage,
+};
+pub use substrate::{
+    Family, Footprint, Forget, ManageReport, MethodId, Substrate, SubstrateInfo, WriteReport,
+};

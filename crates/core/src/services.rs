@@ -1,0 +1,262 @@
+//! Model services every substrate uses: an [`Llm`], an [`Embedder`] and a
+//! [`TokenCounter`]. The traits are object-safe so that one local model, a
+//! remote OpenAI-compatible server or a test double can stand behind the same
+//! `Arc<dyn …>`, and so that the [`crate::meter`] can wrap any of them.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::ServiceError;
+
+/// Who wrote a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The user or the harness.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Author.
+    pub role: Role,
+    /// Text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// A chat completion request. Build it with [`ChatRequest::new`] and the
+/// `with_*` setters; the defaults are greedy decoding and 256 new tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// Sampling temperature; 0 means greedy.
+    pub temperature: f32,
+    /// Nucleus sampling mass (1.0 disables it).
+    pub top_p: f32,
+    /// Most new tokens to generate.
+    pub max_tokens: usize,
+    /// Extra stop strings (the model's end-of-turn marker always stops).
+    pub stop: Vec<String>,
+    /// Ask for a JSON object (a hint: servers that support it enforce it).
+    pub json: bool,
+    /// Seed for sampling, for reproducible runs.
+    pub seed: Option<u64>,
+}
+
+impl ChatRequest {
+    /// A greedy request for `messages`.
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        ChatRequest {
+            messages,
+            temperature: 0.0,
+            top_p: 1.0,
+            max_tokens: 256,
+            stop: Vec::new(),
+            json: false,
+            seed: None,
+        }
+    }
+    /// Sets the temperature.
+    pub fn with_temperature(mut self, t: f32) -> Self {
+        self.temperature = t;
+        self
+    }
+    /// Sets nucleus sampling mass.
+    pub fn with_top_p(mut self, p: f32) -> Self {
+        self.top_p = p;
+        self
+    }
+    /// Sets the maximum number of new tokens.
+    pub fn with_max_tokens(mut self, n: usize) -> Self {
+        self.max_tokens = n;
+        self
+    }
+    /// Adds a stop string.
+    pub fn with_stop(mut self, s: impl Into<String>) -> Self {
+        self.stop.push(s.into());
+        self
+    }
+    /// Asks for JSON output.
+    pub fn with_json(mut self, json: bool) -> Self {
+        self.json = json;
+        self
+    }
+    /// Sets the sampling seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Rejects requests no backend can serve.
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        if self.messages.is_empty() {
+            return Err(ServiceError::InvalidRequest("no messages".into()));
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(ServiceError::InvalidRequest(format!(
+                "temperature must be finite and >= 0, got {}",
+                self.temperature
+            )));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(ServiceError::InvalidRequest(format!(
+                "top_p must be in (0, 1], got {}",
+                self.top_p
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Tokens an LLM call consumed, as the backend counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+/// The answer to a [`ChatRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// Generated text, without the end-of-turn marker.
+    pub text: String,
+    /// Token usage.
+    pub usage: Usage,
+}
+
+/// A chat language model.
+#[async_trait]
+pub trait Llm: Debug + Send + Sync + 'static {
+    /// A short name for reports, e.g. `smollm2-135m-instruct-q8_0`.
+    fn name(&self) -> &str;
+    /// Runs one chat completion.
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError>;
+}
+
+/// A sentence embedder returning L2-normalised vectors.
+#[async_trait]
+pub trait Embedder: Debug + Send + Sync + 'static {
+    /// A short name for reports.
+    fn name(&self) -> &str;
+    /// Length of every vector.
+    fn dimension(&self) -> usize;
+    /// Embeds a batch; one vector per input, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError>;
+}
+
+/// Counts tokens the way budgets are enforced (tiktoken `o200k_base` in
+/// production).
+pub trait TokenCounter: Debug + Send + Sync + 'static {
+    /// Number of tokens in `text`.
+    fn count(&self, text: &str) -> usize;
+    /// The longest prefix of `text` with at most `max_tokens` tokens, cut on a
+    /// token boundary.
+    fn truncate(&self, text: &str, max_tokens: usize) -> String;
+}
+
+#[async_trait]
+impl<T: Llm + ?Sized> Llm for Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
+        (**self).complete(request).await
+    }
+}
+
+#[async_trait]
+impl<T: Embedder + ?Sized> Embedder for Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn dimension(&self) -> usize {
+        (**self).dimension()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError> {
+        (**self).embed(texts).await
+    }
+}
+
+/// The bundle of services a substrate is built with. `llm` is `None` when the
+/// run forbids memory-writing LLM calls (`--memory-llm none`); substrates with a
+/// rule-based writer use it then, the others refuse to build.
+#[derive(Debug, Clone)]
+pub struct Services {
+    /// The LLM that writes memory (records, gists, notes, summaries).
+    pub llm: Option<Arc<dyn Llm>>,
+    /// The embedder.
+    pub embedder: Arc<dyn Embedder>,
+    /// The token counter for budgets.
+    pub tokens: Arc<dyn TokenCounter>,
+}
+
+/// Cosine similarity of two L2-normalised vectors (their dot product).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Scales `v` to unit length in place; leaves a zero vector unchanged.
+pub fn l2_normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_validation() {
+        assert!(ChatRequest::new(vec![]).validate().is_err());
+        let ok = ChatRequest::new(vec![ChatMessage::user("hi")]);
+        assert!(ok.validate().is_ok());
+        assert!(ok.clone().with_temperature(-1.0).validate().is_err());
+        assert!(ok.clone().with_top_p(0.0).validate().is_err());
+    }
+
+    #[test]
+    fn normalisation() {
+        let mut v = vec![3.0, 4.0];
+        l2_normalize(&mut v);
+        assert!((cosine(&v, &v) - 1.0).abs() < 1e-6);
+        let mut z = vec![0.0, 0.0];
+        l2_normalize(&mut z);
+        assert_eq!(z, vec![0.0, 0.0]);
+    }
+}
