@@ -1,0 +1,2 @@
+//! Activation substrates: M10 full context.
+#![warn(missing_docs)]
