@@ -36,6 +36,8 @@ pub enum MethodId {
     M11,
     /// FlexA-Mem.
     FlexAMem,
+    /// Several substrates behind a router (`submem-router`).
+    Routed,
 }
 
 impl fmt::Display for MethodId {
@@ -67,6 +69,8 @@ pub enum Family {
     Activation,
     /// Write-once store rendered per call (FlexA-Mem).
     WriteOnceRender,
+    /// Several substrates composed behind a router.
+    Composite,
 }
 
 /// Static facts about a substrate, for reports and the router.
