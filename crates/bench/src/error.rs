@@ -1,0 +1,146 @@
+//! The one error type of `submem-bench`.
+
+use std::path::PathBuf;
+
+/// Result alias for the harness.
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while loading data, running substrates or
+/// writing reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// A data file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A dataset file is not in the expected format.
+    #[error("{path} is not a valid {format} file: {reason}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The format that was expected (`LoCoMo`, `LongMemEval`, ...).
+        format: &'static str,
+        /// What is wrong, with a location where known.
+        reason: String,
+    },
+
+    /// A substrate name or setting is not known.
+    #[error("unknown substrate {name:?}; known substrates: {known}")]
+    UnknownSubstrate {
+        /// What was asked for.
+        name: String,
+        /// The names the registry knows.
+        known: String,
+    },
+
+    /// A substrate setting could not be parsed or is out of range.
+    #[error("substrate {substrate}: bad setting {setting:?}: {reason}")]
+    BadSetting {
+        /// The substrate.
+        substrate: String,
+        /// The offending `key=value`.
+        setting: String,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// The substrate cannot work without a memory-writing LLM and the run has
+    /// none (`--memory-llm none`).
+    #[error("{substrate} needs a memory LLM and the run has none (--memory-llm none); skipped")]
+    NeedsLlm {
+        /// The substrate spec.
+        substrate: String,
+    },
+
+    /// A run option is invalid (empty budget list, zero k, ...).
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+
+    /// A substrate failed.
+    #[error("{substrate} on {conversation}: {source}")]
+    Substrate {
+        /// The substrate spec.
+        substrate: String,
+        /// The conversation being processed.
+        conversation: String,
+        /// The error it raised.
+        #[source]
+        source: submem_core::Error,
+    },
+
+    /// A model service (reader, judge) failed.
+    #[error("{what}: {source}")]
+    Service {
+        /// What was being done.
+        what: String,
+        /// The service error.
+        #[source]
+        source: submem_core::ServiceError,
+    },
+
+    /// A results file could not be (de)serialised.
+    #[error("cannot (de)serialise {what}: {source}")]
+    Json {
+        /// What.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// The report or plot could not be drawn.
+    #[error("cannot draw {path}: {reason}")]
+    Plot {
+        /// The SVG file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The run was stopped on purpose (the `SUBMEM_BENCH_ABORT_AFTER` hook).
+    #[error("run aborted after {0} items (SUBMEM_BENCH_ABORT_AFTER)")]
+    Aborted(usize),
+
+    /// An error of the shared core (building a namespace, a query...).
+    #[error(transparent)]
+    Core(#[from] submem_core::Error),
+}
+
+impl BenchError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BenchError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A format error in `path`.
+    pub fn format(
+        path: impl Into<PathBuf>,
+        format: &'static str,
+        reason: impl Into<String>,
+    ) -> Self {
+        BenchError::Format {
+            path: path.into(),
+            format,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<BenchError> for submem_core::Error {
+    fn from(e: BenchError) -> Self {
+        match e {
+            BenchError::Core(inner) => inner,
+            other => submem_core::Error::InvalidInput(other.to_string()),
+        }
+    }
+}

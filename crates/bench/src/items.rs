@@ -1,0 +1,246 @@
+//! The run's append-only result files and how a run resumes from them.
+//!
+//! - `items.jsonl`: one [`ItemRecord`] per (substrate, dataset, conversation,
+//!   question, budget, k), appended and flushed as each finishes;
+//! - `writes.jsonl`: one [`WriteRecord`] per (substrate, dataset,
+//!   conversation): the write and manage phases' costs and the footprint.
+//!
+//! On start the files are read back; a torn last line (a run killed mid-write)
+//! is cut off, and every key already present is skipped, so an interrupted run
+//! resumes where it stopped without duplicating or losing an item.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use submem_core::PhaseStats;
+
+use crate::dataset::QuestionKind;
+use crate::metrics::CoverageCounts;
+use crate::{BenchError, Result};
+
+/// How many shown events were at each resolution.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolutionCounts {
+    /// Shown only through an LLM-written record.
+    pub record: u32,
+    /// Shown in part, verbatim.
+    pub excerpt: u32,
+    /// Shown whole, verbatim.
+    pub raw: u32,
+}
+
+/// The unique key of an item.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ItemKey {
+    /// Substrate spec as written (`flexa:kappa=64`).
+    pub substrate: String,
+    /// Dataset name.
+    pub dataset: String,
+    /// Conversation id.
+    pub conversation: String,
+    /// Question id.
+    pub question_id: String,
+    /// Token budget.
+    pub budget: usize,
+    /// Top-k.
+    pub k: usize,
+}
+
+/// One question answered (or retrieved for) by one substrate at one budget and k.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemRecord {
+    /// Which item.
+    #[serde(flatten)]
+    pub key: ItemKey,
+    /// Breakdown label.
+    pub category: String,
+    /// Judge rubric selector.
+    pub kind: QuestionKind,
+    /// Number of gold evidence ids.
+    pub gold_evidence: usize,
+    /// P6 for this item (`None` without gold evidence).
+    pub recall_at_k: Option<f64>,
+    /// Evidence coverage counts.
+    pub coverage: CoverageCounts,
+    /// Shown events by resolution.
+    pub resolutions: ResolutionCounts,
+    /// E7: tokens of the rendered memory.
+    pub retrieved_tokens: usize,
+    /// E4: `read()` wall time, seconds.
+    pub read_seconds: f64,
+    /// E8: LLM tokens the substrate spent in this read.
+    pub read_llm_tokens: u64,
+    /// E9: LLM calls the substrate made in this read.
+    pub read_llm_calls: u64,
+    /// Whether the reader answered this item (the reader may sample items).
+    pub answered: bool,
+    /// Reader generation wall time, seconds.
+    pub generate_seconds: Option<f64>,
+    /// Reader tokens (prompt + answer), as the reader counted them.
+    pub reader_tokens: Option<u64>,
+    /// The reader's answer.
+    pub answer: Option<String>,
+    /// The gold answer.
+    pub gold: Option<String>,
+    /// P1.
+    pub em: Option<f64>,
+    /// P2.
+    pub f1: Option<f64>,
+    /// P3.
+    pub bleu1: Option<f64>,
+    /// P12.
+    pub sub_em: Option<f64>,
+    /// P4 verdict (`None`: not judged, or the judge's reply was unreadable).
+    pub judge: Option<bool>,
+}
+
+/// Costs of writing one conversation into one substrate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteRecord {
+    /// Substrate spec.
+    pub substrate: String,
+    /// Substrate family, for reports.
+    pub family: String,
+    /// Dataset name.
+    pub dataset: String,
+    /// Conversation id.
+    pub conversation: String,
+    /// Events written.
+    pub events: usize,
+    /// Wall time of all write calls, seconds.
+    pub write_seconds: f64,
+    /// Per-event write latency of each batch (batch time / events), seconds (E3 samples).
+    pub write_latency_samples: Vec<f64>,
+    /// Wall time of the manage call, seconds.
+    pub manage_seconds: f64,
+    /// Meter counts of the write phase.
+    pub write: PhaseStats,
+    /// Meter counts of the manage phase.
+    pub manage: PhaseStats,
+    /// Footprint after write and manage.
+    pub memory_bytes: u64,
+    /// Disk bytes reported by the footprint.
+    pub disk_bytes: u64,
+    /// Tokens stored.
+    pub stored_tokens: u64,
+    /// Tokens ingested.
+    pub input_tokens: u64,
+}
+
+/// An append-only JSONL file of records with a key.
+#[derive(Debug)]
+pub struct JsonlLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl JsonlLog {
+    /// Opens (creating) `path`, cuts a torn last line, and returns the log with
+    /// every complete, parseable line. Unparseable complete lines are skipped
+    /// with a warning.
+    pub fn open<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<(Self, Vec<T>)> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| BenchError::io(path, e))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| BenchError::io(path, e))?;
+        let complete = text.rfind('\n').map_or(0, |i| i + 1);
+        if complete < text.len() {
+            tracing::warn!(path = %path.display(), bytes = text.len() - complete, "cutting a torn last line");
+            file.set_len(complete as u64)
+                .map_err(|e| BenchError::io(path, e))?;
+            file.seek(SeekFrom::End(0))
+                .map_err(|e| BenchError::io(path, e))?;
+        }
+        let mut records = Vec::new();
+        for (i, line) in text[..complete].lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<T>(line) {
+                Ok(r) => records.push(r),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), line = i + 1, error = %e, "skipping unreadable line")
+                }
+            }
+        }
+        Ok((
+            JsonlLog {
+                path: path.to_path_buf(),
+                file,
+            },
+            records,
+        ))
+    }
+
+    /// Appends one record as one line and flushes it to the OS.
+    pub fn append<T: Serialize>(&mut self, record: &T) -> Result<()> {
+        let mut line = serde_json::to_string(record).map_err(|e| BenchError::Json {
+            what: "a result line".into(),
+            source: e,
+        })?;
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .map_err(|e| BenchError::io(&self.path, e))?;
+        self.file.flush().map_err(|e| BenchError::io(&self.path, e))
+    }
+}
+
+/// Reads every complete record of a JSONL file without opening it for writing.
+pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, e))?;
+    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+    Ok(text[..complete]
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// Keys already done in a list of items.
+pub fn done_keys(items: &[ItemRecord]) -> HashSet<ItemKey> {
+    items.iter().map(|i| i.key.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Serialize, Deserialize, PartialEq)]
+    struct R {
+        n: u32,
+    }
+
+    #[test]
+    fn torn_last_line_is_cut_and_appends_continue() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.jsonl");
+        std::fs::write(&p, "{\"n\":1}\n{\"n\":2}\n{\"n\":").unwrap();
+        let (mut log, recs) = JsonlLog::open::<R>(&p).unwrap();
+        assert_eq!(recs, vec![R { n: 1 }, R { n: 2 }]);
+        log.append(&R { n: 3 }).unwrap();
+        drop(log);
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"
+        );
+        assert_eq!(read_jsonl::<R>(&p).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn garbage_complete_lines_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("y.jsonl");
+        std::fs::write(&p, "{\"n\":1}\nnot json\n\n{\"n\":4}\n").unwrap();
+        let (_, recs) = JsonlLog::open::<R>(&p).unwrap();
+        assert_eq!(recs, vec![R { n: 1 }, R { n: 4 }]);
+    }
+}
