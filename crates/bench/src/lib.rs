@@ -23,4 +23,8 @@ pub use dataset::{Conversation, Dataset, DatasetKind, HistorySource, Question, Q
 pub use error::{BenchError, Result};
 pub mod baselines;
 pub mod items;
+pub mod reader;
 pub mod registry;
+pub mod report;
+pub mod runner;
+pub mod summary;

@@ -1,0 +1,409 @@
+//! Human-readable outputs: `report.md` (a table shaped like Table 1 of
+//! *Harness the Memory* — P4 and E15 per substrate, best ▲ and worst ▼ marked
+//! per column — followed by the LLM-free columns and per-category recall) and
+//! `scatter.svg`, a performance–latency scatter (P4, or P6 when nothing was
+//! judged, against E15).
+
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::summary::{RunSummary, Summary};
+use crate::{BenchError, Result};
+
+/// Whether higher or lower is better for a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Better {
+    Higher,
+    Lower,
+    Neither,
+}
+
+struct Column {
+    title: &'static str,
+    metric: &'static str,
+    better: Better,
+    format: fn(f64) -> String,
+}
+
+fn f3(x: f64) -> String {
+    format!("{x:.3}")
+}
+fn f2(x: f64) -> String {
+    format!("{x:.2}")
+}
+fn ms(x: f64) -> String {
+    if x * 1000.0 >= 100.0 {
+        format!("{:.0}", x * 1000.0)
+    } else {
+        format!("{:.2}", x * 1000.0)
+    }
+}
+fn int(x: f64) -> String {
+    human(x)
+}
+fn secs(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// `1234567` → `1.23M`.
+fn human(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e9 {
+        format!("{:.2}G", x / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}K", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+const COLUMNS: &[Column] = &[
+    Column {
+        title: "P4 judge ↑",
+        metric: "P4",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
+        title: "E15 s/q ↓",
+        metric: "E15",
+        better: Better::Lower,
+        format: secs,
+    },
+    Column {
+        title: "P6 R@k ↑",
+        metric: "P6",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
+        title: "cover ↑",
+        metric: "evidence_coverage",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
+        title: "part ↑",
+        metric: "evidence_partial",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
+        title: "E4 ms ↓",
+        metric: "E4",
+        better: Better::Lower,
+        format: ms,
+    },
+    Column {
+        title: "E3 ms/ev ↓",
+        metric: "E3",
+        better: Better::Lower,
+        format: ms,
+    },
+    Column {
+        title: "E7 tok",
+        metric: "E7",
+        better: Better::Neither,
+        format: int,
+    },
+    Column {
+        title: "E12 tok ↓",
+        metric: "E12",
+        better: Better::Lower,
+        format: int,
+    },
+    Column {
+        title: "E13 calls ↓",
+        metric: "E13",
+        better: Better::Lower,
+        format: int,
+    },
+    Column {
+        title: "E1 bytes ↓",
+        metric: "E1",
+        better: Better::Lower,
+        format: int,
+    },
+    Column {
+        title: "P5",
+        metric: "P5",
+        better: Better::Neither,
+        format: f2,
+    },
+    Column {
+        title: "SubEM ↑",
+        metric: "P12",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
+        title: "F1 ↑",
+        metric: "P2",
+        better: Better::Higher,
+        format: f3,
+    },
+];
+
+/// Renders the markdown tables of `summary` (one per dataset × budget × k).
+pub fn markdown(summary: &Summary, notes: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# submem bench report\n");
+    for n in notes {
+        let _ = writeln!(out, "- {n}");
+    }
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    let mut groups: BTreeMap<(String, usize, usize), Vec<&RunSummary>> = BTreeMap::new();
+    for r in &summary.runs {
+        groups
+            .entry((r.dataset.clone(), r.budget, r.k))
+            .or_default()
+            .push(r);
+    }
+    for ((dataset, budget, k), runs) in &groups {
+        let answered = runs
+            .iter()
+            .filter_map(|r| r.number("answered"))
+            .fold(0.0f64, f64::max);
+        let questions = runs
+            .iter()
+            .filter_map(|r| r.number("questions"))
+            .fold(0.0f64, f64::max);
+        let _ = writeln!(out, "## {dataset} · budget {budget} · k {k}\n");
+        let _ = writeln!(
+            out,
+            "{questions:.0} questions per substrate; the reader answered {answered:.0} of them (P4, SubEM, F1 and E2 are over those only).\n"
+        );
+        let _ = write!(out, "| Substrate | Family |");
+        for c in COLUMNS {
+            let _ = write!(out, " {} |", c.title);
+        }
+        out.push('\n');
+        out.push_str("|---|---|");
+        for _ in COLUMNS {
+            out.push_str("---:|");
+        }
+        out.push('\n');
+        let extremes: Vec<Option<(f64, f64)>> = COLUMNS
+            .iter()
+            .map(|c| {
+                let vals: Vec<f64> = runs.iter().filter_map(|r| r.number(c.metric)).collect();
+                if c.better == Better::Neither || vals.len() < 2 {
+                    return None;
+                }
+                let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if (hi - lo).abs() < 1e-12 {
+                    return None;
+                }
+                Some(if c.better == Better::Higher {
+                    (hi, lo)
+                } else {
+                    (lo, hi)
+                })
+            })
+            .collect();
+        for r in runs {
+            let _ = write!(out, "| {} | {} |", r.substrate, r.family);
+            for (c, ext) in COLUMNS.iter().zip(&extremes) {
+                match r.number(c.metric) {
+                    None => out.push_str(" n/a |"),
+                    Some(v) => {
+                        let mark = match ext {
+                            Some((best, _)) if (v - best).abs() < 1e-12 => " ▲",
+                            Some((_, worst)) if (v - worst).abs() < 1e-12 => " ▼",
+                            _ => "",
+                        };
+                        let _ = write!(out, " {}{mark} |", (c.format)(v));
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        // Per-category recall.
+        let mut cats: Vec<String> = runs
+            .iter()
+            .flat_map(|r| r.per_category.keys().cloned())
+            .collect();
+        cats.sort();
+        cats.dedup();
+        if cats.len() > 1 {
+            let _ = writeln!(
+                out,
+                "\nP6 Recall@k (and whole-evidence coverage) per category:\n"
+            );
+            let _ = write!(out, "| Substrate |");
+            for c in &cats {
+                let _ = write!(out, " {c} |");
+            }
+            out.push_str("\n|---|");
+            for _ in &cats {
+                out.push_str("---:|");
+            }
+            out.push('\n');
+            for r in runs {
+                let _ = write!(out, "| {} |", r.substrate);
+                for c in &cats {
+                    let cell = r.per_category.get(c).map(|m| {
+                        let p6 = m
+                            .get("P6")
+                            .and_then(serde_json::Value::as_f64)
+                            .map_or("n/a".into(), f3);
+                        let cov = m
+                            .get("evidence_coverage")
+                            .and_then(serde_json::Value::as_f64)
+                            .map_or("n/a".into(), f3);
+                        format!("{p6} ({cov})")
+                    });
+                    let _ = write!(out, " {} |", cell.unwrap_or_else(|| "n/a".into()));
+                }
+                out.push('\n');
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \
+`cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words). \
+P8–P11 (task success, goal conditions, steps, pass@1) need a live environment: n/a here. \
+Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
+    );
+    out
+}
+
+/// Draws the performance–latency scatter to `path`.
+pub fn scatter_svg(summary: &Summary, path: &Path) -> Result<()> {
+    let use_p4 = summary.runs.iter().any(|r| r.number("P4").is_some());
+    let y_metric = if use_p4 { "P4" } else { "P6" };
+    let points: Vec<(String, f64, f64)> = summary
+        .runs
+        .iter()
+        .filter_map(|r| {
+            Some((
+                format!("{} (B={}, k={})", r.substrate, r.budget, r.k),
+                r.number("E15")?,
+                r.number(y_metric)?,
+            ))
+        })
+        .collect();
+    let err = |e: &dyn std::fmt::Display| BenchError::Plot {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let x_max = points.iter().map(|p| p.1).fold(0.0f64, f64::max).max(1e-6) * 1.25;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{y_metric} vs E15 (per-query latency)"),
+            ("sans-serif", 22),
+        )
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..x_max, 0.0..1.05f64)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("E15 seconds per query (lower is better)")
+        .y_desc(format!("{y_metric} (higher is better)"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (label, x, y)) in points.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(std::iter::once(Circle::new((*x, *y), 6, color.filled())))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (*x, *y),
+                ("sans-serif", 13).into_font(),
+            )))
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Writes `summary.json`, `report.md` and `scatter.svg` into `dir`; returns
+/// the markdown.
+pub fn write_all(dir: &Path, summary: &Summary, notes: &[String]) -> Result<String> {
+    let json = serde_json::to_string_pretty(summary).map_err(|e| BenchError::Json {
+        what: "summary.json".into(),
+        source: e,
+    })?;
+    let p = dir.join("summary.json");
+    std::fs::write(&p, json).map_err(|e| BenchError::io(&p, e))?;
+    let md = markdown(summary, notes);
+    let p = dir.join("report.md");
+    std::fs::write(&p, &md).map_err(|e| BenchError::io(&p, e))?;
+    scatter_svg(summary, &dir.join("scatter.svg"))?;
+    Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Map};
+
+    fn run(name: &str, p6: f64, e15: f64) -> RunSummary {
+        let mut m = Map::new();
+        m.insert("P6".into(), json!(p6));
+        m.insert("E15".into(), json!(e15));
+        m.insert("P4".into(), serde_json::Value::Null);
+        m.insert("questions".into(), json!(10));
+        m.insert("answered".into(), json!(0));
+        RunSummary {
+            substrate: name.into(),
+            family: "Flat".into(),
+            dataset: "synthetic".into(),
+            budget: 1024,
+            k: 10,
+            metrics: m,
+            per_category: Default::default(),
+        }
+    }
+
+    #[test]
+    fn table_marks_best_and_worst_and_na() {
+        let s = Summary {
+            runs: vec![
+                run("m1", 0.9, 0.5),
+                run("m2", 0.5, 0.1),
+                run("nomem", 0.0, 0.01),
+            ],
+        };
+        let md = markdown(&s, &["note".into()]);
+        assert!(
+            md.contains("| m1 | Flat | n/a | 0.500 ▼ | 0.900 ▲ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| nomem | Flat | n/a | 0.010 ▲ | 0.000 ▼ |"),
+            "{md}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        write_all(dir.path(), &s, &[]).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("scatter.svg")).unwrap();
+        assert!(
+            svg.contains("<svg") && svg.contains("m2 (B=1024"),
+            "{}",
+            &svg[..200.min(svg.len())]
+        );
+        let back: Summary = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(back, s);
+    }
+}

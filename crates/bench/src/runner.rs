@@ -1,0 +1,582 @@
+//! The run loop. For every substrate × conversation (up to `jobs` at a time):
+//! build a fresh instance whose services report to a fresh [`Meter`], write
+//! the history in session-sized batches, call `manage` once, then read every
+//! pending (question, budget, k) — the write is shared by the whole budget/k
+//! sweep. Each recall goes into the shared reader prompt ([`crate::reader`]);
+//! answers are judged when a judge is set. Every finished item is appended to
+//! `items.jsonl` at once, so a killed run resumes where it stopped.
+//!
+//! `limit` caps questions **per conversation** (the first N in dataset order);
+//! `reader_sample` caps how many questions the reader answers **in total**
+//! (the first N answerable questions in dataset order, the same ones for every
+//! substrate, so answer metrics stay paired).
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
+use submem_core::{
+    ChatRequest, Completion, Llm, Meter, MeteredSubstrate, Namespace, Query, Regime, Resolution,
+    ServiceError, Services, Substrate,
+};
+use tokio::task::JoinSet;
+
+use crate::dataset::{Conversation, Dataset, QuestionKind};
+use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
+use crate::metrics::{bleu1, evidence_coverage, exact_match, recall_at_k, sub_em, token_f1};
+use crate::reader::{self, ReaderSettings};
+use crate::registry::{SubstrateFactory, SubstrateSpec};
+use crate::{BenchError, Result};
+
+/// The models a run uses besides the substrates' own.
+#[derive(Debug, Clone)]
+pub struct Models {
+    /// Services substrates are built with (unmetered; each instance gets them
+    /// wrapped by its own meter). `llm` is the memory-writing LLM, if any.
+    pub services: Services,
+    /// The shared reader; `None` runs retrieval only (`--reader none`).
+    pub reader: Option<Arc<dyn Llm>>,
+    /// The judge; `None` leaves P4 undefined.
+    pub judge: Option<Arc<dyn Llm>>,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Token budgets to sweep.
+    pub budgets: Vec<usize>,
+    /// Top-k values to sweep.
+    pub ks: Vec<usize>,
+    /// Questions per conversation (first N).
+    pub limit: Option<usize>,
+    /// Conversations (first N).
+    pub conversations: Option<usize>,
+    /// Questions the reader answers in total (first N answerable).
+    pub reader_sample: Option<usize>,
+    /// Substrate × conversation tasks run at once.
+    pub jobs: usize,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Show a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// Stop with [`BenchError::Aborted`] after this many new items (test hook).
+    pub abort_after: Option<usize>,
+    /// Reader settings.
+    pub reader: ReaderSettings,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            budgets: vec![4096],
+            ks: vec![10],
+            limit: None,
+            conversations: None,
+            reader_sample: None,
+            jobs: 1,
+            out: PathBuf::from("bench-out"),
+            progress: true,
+            abort_after: None,
+            reader: ReaderSettings::default(),
+        }
+    }
+}
+
+impl RunOptions {
+    /// Rejects options no run can honour.
+    pub fn validate(&self) -> Result<()> {
+        if self.budgets.is_empty() || self.ks.is_empty() {
+            return Err(BenchError::InvalidOption(
+                "give at least one budget and one k".into(),
+            ));
+        }
+        if let Some(b) = self
+            .budgets
+            .iter()
+            .find(|b| !(MIN_BUDGET..=MAX_BUDGET).contains(*b))
+        {
+            return Err(BenchError::InvalidOption(format!(
+                "budget {b} is outside {MIN_BUDGET}..={MAX_BUDGET}"
+            )));
+        }
+        if self.ks.contains(&0) {
+            return Err(BenchError::InvalidOption("k must be at least 1".into()));
+        }
+        if self.jobs == 0 {
+            return Err(BenchError::InvalidOption("jobs must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    /// Every item of the run directory (earlier runs' included).
+    pub items: Vec<ItemRecord>,
+    /// Every write record.
+    pub writes: Vec<WriteRecord>,
+    /// Items found done when the run started.
+    pub resumed: usize,
+    /// Items added by this run.
+    pub new_items: usize,
+    /// Substrates skipped, with the reason.
+    pub skipped: Vec<String>,
+    /// Substrate × conversation tasks that failed, with the error chain.
+    pub failures: Vec<String>,
+}
+
+/// An LLM wrapper counting calls and tokens, so that a read's own LLM use can
+/// be told apart cheaply (the meter's snapshot sorts every latency sample).
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn Llm>,
+    calls: AtomicU64,
+    tokens: AtomicU64,
+}
+
+#[async_trait]
+impl Llm for Counting {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+    ) -> std::result::Result<Completion, ServiceError> {
+        let out = self.inner.complete(request).await;
+        if let Ok(c) = &out {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            self.tokens.fetch_add(
+                c.usage.input_tokens + c.usage.output_tokens,
+                Ordering::Relaxed,
+            );
+        }
+        out
+    }
+}
+
+struct Ctx {
+    dataset: Arc<Dataset>,
+    factory: Arc<dyn SubstrateFactory>,
+    models: Arc<Models>,
+    opts: RunOptions,
+    done: HashSet<ItemKey>,
+    writes_done: HashSet<(String, String, String)>,
+    sample: Option<HashSet<(String, String)>>,
+    items_log: Mutex<JsonlLog>,
+    writes_log: Mutex<JsonlLog>,
+    new_items: Mutex<Vec<ItemRecord>>,
+    new_writes: Mutex<Vec<WriteRecord>>,
+    appended: AtomicUsize,
+    progress: ProgressBar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Namespace for a conversation id (path separators and controls replaced).
+fn namespace_for(id: &str) -> Result<Namespace> {
+    let clean: String = id
+        .chars()
+        .map(|c| {
+            if c == '/' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    Ok(Namespace::new(if clean.is_empty() {
+        "conversation".to_string()
+    } else {
+        clean
+    })?)
+}
+
+/// Questions of `conv` the run asks.
+fn asked<'a>(conv: &'a Conversation, opts: &RunOptions) -> &'a [crate::Question] {
+    let n = opts.limit.unwrap_or(usize::MAX).min(conv.questions.len());
+    &conv.questions[..n]
+}
+
+/// Runs `specs` over `dataset`; results go to `opts.out`.
+pub async fn run(
+    dataset: Arc<Dataset>,
+    specs: Vec<SubstrateSpec>,
+    factory: Arc<dyn SubstrateFactory>,
+    models: Arc<Models>,
+    opts: RunOptions,
+) -> Result<RunOutcome> {
+    opts.validate()?;
+    if specs.is_empty() {
+        return Err(BenchError::InvalidOption("no substrates given".into()));
+    }
+    for s in &specs {
+        factory.check(s)?;
+    }
+    std::fs::create_dir_all(&opts.out).map_err(|e| BenchError::io(&opts.out, e))?;
+    let (items_log, old_items) = JsonlLog::open::<ItemRecord>(&opts.out.join("items.jsonl"))?;
+    let (writes_log, old_writes) = JsonlLog::open::<WriteRecord>(&opts.out.join("writes.jsonl"))?;
+    let done = done_keys(&old_items);
+    let writes_done = old_writes
+        .iter()
+        .map(|w| {
+            (
+                w.substrate.clone(),
+                w.dataset.clone(),
+                w.conversation.clone(),
+            )
+        })
+        .collect();
+
+    let conversations: Vec<Conversation> = dataset
+        .conversations
+        .iter()
+        .take(opts.conversations.unwrap_or(usize::MAX))
+        .cloned()
+        .collect();
+    let sample = match (&models.reader, opts.reader_sample) {
+        (Some(_), Some(n)) => Some(
+            conversations
+                .iter()
+                .flat_map(|c| asked(c, &opts).iter().map(move |q| (c, q)))
+                .filter(|(_, q)| q.answer.is_some() && q.kind != QuestionKind::Adversarial)
+                .take(n)
+                .map(|(c, q)| (c.id.clone(), q.id.clone()))
+                .collect(),
+        ),
+        _ => None,
+    };
+    let total: usize = specs.len()
+        * conversations
+            .iter()
+            .map(|c| asked(c, &opts).len())
+            .sum::<usize>()
+        * opts.budgets.len()
+        * opts.ks.len();
+    let resumed = done.len();
+    let progress = if opts.progress && std::io::stderr().is_terminal() {
+        ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} items  ETA {eta}  {msg}",
+    ) {
+        progress.set_style(style);
+    }
+    let ctx = Arc::new(Ctx {
+        dataset: dataset.clone(),
+        factory,
+        models,
+        opts: opts.clone(),
+        done,
+        writes_done,
+        sample,
+        items_log: Mutex::new(items_log),
+        writes_log: Mutex::new(writes_log),
+        new_items: Mutex::new(Vec::new()),
+        new_writes: Mutex::new(Vec::new()),
+        appended: AtomicUsize::new(0),
+        progress,
+    });
+
+    let mut tasks = specs
+        .iter()
+        .flat_map(|s| conversations.iter().map(move |c| (s.clone(), c.clone())))
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut set: JoinSet<(String, Result<Option<String>>)> = JoinSet::new();
+    let spawn = |set: &mut JoinSet<_>, (spec, conv): (SubstrateSpec, Conversation)| {
+        let ctx = ctx.clone();
+        set.spawn(async move {
+            let label = format!("{spec} on {}", conv.id);
+            (label, run_one(&ctx, &spec, &conv).await)
+        });
+    };
+    for t in tasks.by_ref().take(opts.jobs) {
+        spawn(&mut set, t);
+    }
+    let mut outcome = RunOutcome {
+        resumed,
+        ..RunOutcome::default()
+    };
+    let mut skipped_specs = HashSet::new();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((_, Ok(None))) => {}
+            Ok((_, Ok(Some(skip)))) => {
+                if skipped_specs.insert(skip.clone()) {
+                    outcome.skipped.push(skip);
+                }
+            }
+            Ok((_, Err(BenchError::Aborted(n)))) => {
+                set.abort_all();
+                ctx.progress.abandon();
+                return Err(BenchError::Aborted(n));
+            }
+            Ok((label, Err(e))) => {
+                let chain = error_chain(&e);
+                tracing::error!(task = %label, error = %chain, "task failed");
+                outcome.failures.push(format!("{label}: {chain}"));
+            }
+            Err(join) => outcome
+                .failures
+                .push(format!("a task panicked or was cancelled: {join}")),
+        }
+        if let Some(t) = tasks.next() {
+            spawn(&mut set, t);
+        }
+    }
+    ctx.progress.finish_and_clear();
+
+    let new_items = std::mem::take(&mut *lock(&ctx.new_items));
+    outcome.new_items = new_items.len();
+    let mut items = old_items;
+    items.extend(new_items);
+    let mut writes = old_writes;
+    writes.extend(std::mem::take(&mut *lock(&ctx.new_writes)));
+    outcome.items = items;
+    outcome.writes = writes;
+    Ok(outcome)
+}
+
+/// An error with its sources, joined by `: `.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        let msg = src.to_string();
+        if !s.contains(&msg) {
+            s.push_str(": ");
+            s.push_str(&msg);
+        }
+        cur = src.source();
+    }
+    s
+}
+
+/// One substrate on one conversation. `Ok(Some(reason))` when skipped.
+async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result<Option<String>> {
+    let label = spec.to_string();
+    let dataset = ctx.dataset.name.clone();
+    let questions = asked(conv, &ctx.opts);
+    let mut pending = Vec::new();
+    for q in questions {
+        for &budget in &ctx.opts.budgets {
+            for &k in &ctx.opts.ks {
+                let key = ItemKey {
+                    substrate: label.clone(),
+                    dataset: dataset.clone(),
+                    conversation: conv.id.clone(),
+                    question_id: q.id.clone(),
+                    budget,
+                    k,
+                };
+                if ctx.done.contains(&key) {
+                    ctx.progress.inc(1);
+                } else {
+                    pending.push((q, key));
+                }
+            }
+        }
+    }
+    if pending.is_empty() {
+        return Ok(None);
+    }
+    let sub_err = |e: submem_core::Error| BenchError::Substrate {
+        substrate: label.clone(),
+        conversation: conv.id.clone(),
+        source: e,
+    };
+
+    // Build: base LLM -> counting -> metered.
+    let counting = ctx.models.services.llm.as_ref().map(|llm| {
+        Arc::new(Counting {
+            inner: llm.clone(),
+            calls: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+        })
+    });
+    let base = Services {
+        llm: counting.clone().map(|c| c as Arc<dyn Llm>),
+        embedder: ctx.models.services.embedder.clone(),
+        tokens: ctx.models.services.tokens.clone(),
+    };
+    let meter = Meter::new();
+    let services = meter.wrap_services(&base);
+    let counter = services.tokens.clone();
+    let inner = match ctx.factory.build(spec, services) {
+        Ok(s) => s,
+        Err(BenchError::NeedsLlm { substrate }) => {
+            let msg =
+                format!("{substrate}: needs a memory LLM and the run has none (--memory-llm none)");
+            tracing::warn!("{msg}; skipped");
+            ctx.progress.inc(pending.len() as u64);
+            return Ok(Some(msg));
+        }
+        Err(e) => return Err(e),
+    };
+    let family = format!("{:?}", inner.info().family);
+    let sub = MeteredSubstrate::new(inner, meter.clone());
+    let ns = namespace_for(&conv.id)?;
+
+    // Write phase.
+    ctx.progress
+        .set_message(format!("{label} · {} · writing", conv.id));
+    let mut samples = Vec::new();
+    let mut events = 0usize;
+    let mut write_seconds = 0.0;
+    for batch in conv.history.batches() {
+        if batch.is_empty() {
+            continue;
+        }
+        let t = Instant::now();
+        sub.write(&ns, &batch).await.map_err(sub_err)?;
+        let dt = t.elapsed().as_secs_f64();
+        write_seconds += dt;
+        samples.push(dt / batch.len() as f64);
+        events += batch.len();
+    }
+    ctx.progress
+        .set_message(format!("{label} · {} · managing", conv.id));
+    let t = Instant::now();
+    sub.manage().await.map_err(sub_err)?;
+    let manage_seconds = t.elapsed().as_secs_f64();
+    let fp = sub.footprint();
+    let write_key = (label.clone(), dataset.clone(), conv.id.clone());
+    if !ctx.writes_done.contains(&write_key) {
+        let snap = meter.snapshot();
+        let rec = WriteRecord {
+            substrate: label.clone(),
+            family,
+            dataset: dataset.clone(),
+            conversation: conv.id.clone(),
+            events,
+            write_seconds,
+            write_latency_samples: samples,
+            manage_seconds,
+            write: snap.write,
+            manage: snap.manage,
+            memory_bytes: fp.memory_bytes,
+            disk_bytes: fp.disk_bytes,
+            stored_tokens: fp.stored_tokens,
+            input_tokens: fp.input_tokens,
+        };
+        lock(&ctx.writes_log).append(&rec)?;
+        lock(&ctx.new_writes).push(rec);
+    }
+
+    // Read phase.
+    ctx.progress
+        .set_message(format!("{label} · {} · reading", conv.id));
+    for (q, key) in pending {
+        let p = reader::fixed_prompt_tokens(q, counter.as_ref(), &ctx.opts.reader);
+        let query = match q.regime {
+            Regime::Conversational => Query::question(ns.clone(), q.text.clone(), key.budget),
+            Regime::Agentic => Query::agentic(
+                ns.clone(),
+                q.text.clone(),
+                q.newest.clone().unwrap_or_default(),
+                key.budget,
+            ),
+        }
+        .with_top_k(key.k)
+        .with_fixed_prompt_tokens(p);
+        let (calls0, tokens0) = counting.as_ref().map_or((0, 0), |c| {
+            (
+                c.calls.load(Ordering::Relaxed),
+                c.tokens.load(Ordering::Relaxed),
+            )
+        });
+        let t = Instant::now();
+        let recall = sub.read(&query).await.map_err(sub_err)?;
+        let read_seconds = t.elapsed().as_secs_f64();
+        let (calls1, tokens1) = counting.as_ref().map_or((0, 0), |c| {
+            (
+                c.calls.load(Ordering::Relaxed),
+                c.tokens.load(Ordering::Relaxed),
+            )
+        });
+
+        let mut resolutions = ResolutionCounts::default();
+        for s in &recall.sources {
+            match s.resolution {
+                Resolution::Record => resolutions.record += 1,
+                Resolution::Excerpt => resolutions.excerpt += 1,
+                Resolution::Raw => resolutions.raw += 1,
+            }
+        }
+        let coverage = evidence_coverage(
+            q.evidence
+                .iter()
+                .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
+            &recall.text,
+        );
+        let mut item = ItemRecord {
+            recall_at_k: recall_at_k(&q.evidence, recall.source_ids()),
+            key,
+            category: q.category.clone(),
+            kind: q.kind,
+            gold_evidence: q.evidence.len(),
+            coverage,
+            resolutions,
+            retrieved_tokens: recall.tokens,
+            read_seconds,
+            read_llm_tokens: tokens1 - tokens0,
+            read_llm_calls: calls1 - calls0,
+            answered: false,
+            generate_seconds: None,
+            reader_tokens: None,
+            answer: None,
+            gold: q.answer.clone(),
+            em: None,
+            f1: None,
+            bleu1: None,
+            sub_em: None,
+            judge: None,
+        };
+        let in_sample = ctx
+            .sample
+            .as_ref()
+            .is_none_or(|s| s.contains(&(conv.id.clone(), q.id.clone())));
+        let shared = ctx.models.reader.clone();
+        if let (Some(shared), true, Some(gold)) = (shared, in_sample, q.answer.as_deref()) {
+            if q.kind != QuestionKind::Adversarial {
+                let llm = recall.reader.clone().unwrap_or(shared);
+                let t = Instant::now();
+                let (answer, used) =
+                    reader::answer(&llm, q, &recall.text, &ctx.opts.reader).await?;
+                item.generate_seconds = Some(t.elapsed().as_secs_f64());
+                item.reader_tokens = Some(used);
+                item.answered = true;
+                if q.kind != QuestionKind::Abstention {
+                    item.em = Some(exact_match(&answer, gold));
+                    item.f1 = Some(token_f1(&answer, gold));
+                    item.bleu1 = Some(bleu1(&answer, gold));
+                    item.sub_em = Some(sub_em(&answer, gold));
+                }
+                if let Some(j) = &ctx.models.judge {
+                    item.judge = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
+                }
+                item.answer = Some(answer);
+            }
+        }
+        lock(&ctx.items_log).append(&item)?;
+        lock(&ctx.new_items).push(item);
+        ctx.progress.inc(1);
+        let n = ctx.appended.fetch_add(1, Ordering::SeqCst) + 1;
+        if ctx.opts.abort_after.is_some_and(|limit| n >= limit) {
+            return Err(BenchError::Aborted(n));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,386 @@
+//! Aggregation of item and write records into one summary per run
+//! (substrate × dataset × budget × k): the P and E metrics of Table 6 and
+//! evidence coverage, with per-category breakdowns.
+//!
+//! Conventions (all times in **seconds**):
+//! - P1–P3, P12: mean over answered items with a gold answer (abstention and
+//!   LoCoMo adversarial items excluded); P4: share of CORRECT over judged
+//!   items; P6: mean Recall@k over items with gold evidence.
+//! - P5 = Σ input tokens / Σ stored tokens over conversations (footprint).
+//! - P8–P11 need a live environment and are always `null`.
+//! - E1: Σ memory + disk bytes over conversations (each conversation has its
+//!   own instance). E2: read + generate per answered item. E3: per-event write
+//!   latency (batch time / batch events). E4: read latency per item.
+//! - E5/E6, E10/E11: meter counts of the write and manage phases summed over
+//!   conversations; E8/E9: LLM tokens/calls made inside reads; E12 = E5+E8+E10,
+//!   E13 = E6+E9+E11 (the reader's answers are not auxiliary calls).
+//! - E7: mean rendered-memory tokens per item (`E7_total` is the sum).
+//! - E14: Σ write + manage time over conversations + Σ (read + generate) over
+//!   items (judging excluded); E15 = E14 / items.
+//! - `evidence_coverage`: share of gold turns shown whole;
+//!   `evidence_partial`: shown at least in part (whole included).
+//! - `resolution_shares`: share of shown events at each resolution.
+//!
+//! A metric that is undefined for a run is `null` (shown as `n/a`), never 0.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+use submem_core::LatencyStats;
+
+use crate::items::{ItemRecord, WriteRecord};
+
+/// One run's metrics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Substrate spec.
+    pub substrate: String,
+    /// Substrate family.
+    pub family: String,
+    /// Dataset.
+    pub dataset: String,
+    /// Budget.
+    pub budget: usize,
+    /// Top-k.
+    pub k: usize,
+    /// Metrics by id (`P6`, `E4`...), `null` when undefined.
+    pub metrics: Map<String, Value>,
+    /// The main answer and retrieval metrics per category.
+    pub per_category: BTreeMap<String, Map<String, Value>>,
+}
+
+impl RunSummary {
+    /// A metric as a number (`None` when absent or undefined). Latency
+    /// metrics give their mean.
+    pub fn number(&self, id: &str) -> Option<f64> {
+        match self.metrics.get(id)? {
+            Value::Number(n) => n.as_f64(),
+            Value::Object(o) => o.get("mean").and_then(Value::as_f64),
+            _ => None,
+        }
+    }
+}
+
+/// Every run of a results directory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The runs.
+    pub runs: Vec<RunSummary>,
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Value {
+    let (mut s, mut n) = (0.0, 0usize);
+    for x in xs {
+        s += x;
+        n += 1;
+    }
+    if n == 0 {
+        Value::Null
+    } else {
+        json!(s / n as f64)
+    }
+}
+
+fn ratio(num: f64, den: f64) -> Value {
+    if den > 0.0 {
+        json!(num / den)
+    } else {
+        Value::Null
+    }
+}
+
+fn latency(samples: &[f64]) -> Value {
+    if samples.is_empty() {
+        return Value::Null;
+    }
+    let s = LatencyStats::from_samples(samples);
+    json!({"mean": s.mean, "p50": s.p50, "p90": s.p90})
+}
+
+fn answer_metrics(items: &[&ItemRecord], m: &mut Map<String, Value>) {
+    m.insert("P1".into(), mean(items.iter().filter_map(|i| i.em)));
+    m.insert("P2".into(), mean(items.iter().filter_map(|i| i.f1)));
+    m.insert("P3".into(), mean(items.iter().filter_map(|i| i.bleu1)));
+    m.insert(
+        "P4".into(),
+        mean(
+            items
+                .iter()
+                .filter_map(|i| i.judge.map(|j| f64::from(u8::from(j)))),
+        ),
+    );
+    m.insert("P12".into(), mean(items.iter().filter_map(|i| i.sub_em)));
+    m.insert(
+        "P6".into(),
+        mean(items.iter().filter_map(|i| i.recall_at_k)),
+    );
+    let gold: u32 = items.iter().map(|i| i.coverage.gold).sum();
+    let whole: u32 = items.iter().map(|i| i.coverage.whole).sum();
+    let part: u32 = items.iter().map(|i| i.coverage.part).sum();
+    m.insert(
+        "evidence_coverage".into(),
+        ratio(f64::from(whole), f64::from(gold)),
+    );
+    m.insert(
+        "evidence_partial".into(),
+        ratio(f64::from(whole + part), f64::from(gold)),
+    );
+}
+
+/// Builds the summary of `items` with the write costs in `writes`.
+pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
+    // Last record wins for a key (a resumed run never duplicates, but be safe).
+    type RunKey = (String, String, usize, usize);
+    let mut order: Vec<RunKey> = Vec::new();
+    let mut groups: BTreeMap<RunKey, BTreeMap<(String, String), &ItemRecord>> = BTreeMap::new();
+    for i in items {
+        let g = (
+            i.key.substrate.clone(),
+            i.key.dataset.clone(),
+            i.key.budget,
+            i.key.k,
+        );
+        if !groups.contains_key(&g) {
+            order.push(g.clone());
+        }
+        groups
+            .entry(g)
+            .or_default()
+            .insert((i.key.conversation.clone(), i.key.question_id.clone()), i);
+    }
+    let mut write_map: BTreeMap<(&str, &str, &str), &WriteRecord> = BTreeMap::new();
+    for w in writes {
+        write_map.insert((&w.substrate, &w.dataset, &w.conversation), w);
+    }
+    let mut runs = Vec::new();
+    for g in order {
+        let Some(members) = groups.get(&g) else {
+            continue;
+        };
+        let its: Vec<&ItemRecord> = members.values().copied().collect();
+        let convs: std::collections::BTreeSet<&str> =
+            its.iter().map(|i| i.key.conversation.as_str()).collect();
+        let ws: Vec<&WriteRecord> = convs
+            .iter()
+            .filter_map(|c| write_map.get(&(g.0.as_str(), g.1.as_str(), *c)).copied())
+            .collect();
+        let mut m = Map::new();
+        m.insert("questions".into(), json!(its.len()));
+        m.insert(
+            "answered".into(),
+            json!(its.iter().filter(|i| i.answered).count()),
+        );
+        m.insert("conversations".into(), json!(convs.len()));
+        answer_metrics(&its, &mut m);
+        let input: u64 = ws.iter().map(|w| w.input_tokens).sum();
+        let stored: u64 = ws.iter().map(|w| w.stored_tokens).sum();
+        m.insert("P5".into(), ratio(input as f64, stored as f64));
+        for p in ["P8", "P9", "P10", "P11"] {
+            m.insert(p.into(), Value::Null);
+        }
+        let complete_writes = ws.len() == convs.len();
+        let sum_w = |f: &dyn Fn(&WriteRecord) -> f64| -> Value {
+            if complete_writes {
+                json!(ws.iter().map(|w| f(w)).sum::<f64>())
+            } else {
+                Value::Null
+            }
+        };
+        m.insert(
+            "E1".into(),
+            sum_w(&|w| (w.memory_bytes + w.disk_bytes) as f64),
+        );
+        let e2: Vec<f64> = its
+            .iter()
+            .filter_map(|i| i.generate_seconds.map(|g| g + i.read_seconds))
+            .collect();
+        m.insert("E2".into(), latency(&e2));
+        let e3: Vec<f64> = ws
+            .iter()
+            .flat_map(|w| w.write_latency_samples.iter().copied())
+            .collect();
+        m.insert("E3".into(), latency(&e3));
+        let e4: Vec<f64> = its.iter().map(|i| i.read_seconds).collect();
+        m.insert("E4".into(), latency(&e4));
+        let e5 = sum_w(&|w| w.write.total_tokens() as f64);
+        let e6 = sum_w(&|w| w.write.llm_calls as f64);
+        let e10 = sum_w(&|w| w.manage.total_tokens() as f64);
+        let e11 = sum_w(&|w| w.manage.llm_calls as f64);
+        let e8: u64 = its.iter().map(|i| i.read_llm_tokens).sum();
+        let e9: u64 = its.iter().map(|i| i.read_llm_calls).sum();
+        let total = |a: &Value, b: u64, c: &Value| match (a.as_f64(), c.as_f64()) {
+            (Some(a), Some(c)) => json!(a + b as f64 + c),
+            _ => Value::Null,
+        };
+        m.insert("E12".into(), total(&e5, e8, &e10));
+        m.insert("E13".into(), total(&e6, e9, &e11));
+        m.insert("E5".into(), e5);
+        m.insert("E6".into(), e6);
+        m.insert(
+            "E7".into(),
+            mean(its.iter().map(|i| i.retrieved_tokens as f64)),
+        );
+        m.insert(
+            "E7_total".into(),
+            json!(its.iter().map(|i| i.retrieved_tokens).sum::<usize>()),
+        );
+        m.insert("E8".into(), json!(e8));
+        m.insert("E9".into(), json!(e9));
+        m.insert("E10".into(), e10);
+        m.insert("E11".into(), e11);
+        let e14_items: f64 = its
+            .iter()
+            .map(|i| i.read_seconds + i.generate_seconds.unwrap_or(0.0))
+            .sum();
+        let e14 = sum_w(&|w| w.write_seconds + w.manage_seconds)
+            .as_f64()
+            .map(|w| w + e14_items);
+        m.insert("E14".into(), e14.map_or(Value::Null, |x| json!(x)));
+        m.insert(
+            "E15".into(),
+            e14.filter(|_| !its.is_empty())
+                .map_or(Value::Null, |x| json!(x / its.len() as f64)),
+        );
+        let shown: u32 = its
+            .iter()
+            .map(|i| i.resolutions.record + i.resolutions.excerpt + i.resolutions.raw)
+            .sum();
+        let shares = if shown == 0 {
+            Value::Null
+        } else {
+            let f = |x: u32| f64::from(x) / f64::from(shown);
+            json!({
+                "record": f(its.iter().map(|i| i.resolutions.record).sum()),
+                "excerpt": f(its.iter().map(|i| i.resolutions.excerpt).sum()),
+                "raw": f(its.iter().map(|i| i.resolutions.raw).sum()),
+            })
+        };
+        m.insert("resolution_shares".into(), shares);
+
+        let mut cats: BTreeMap<String, Vec<&ItemRecord>> = BTreeMap::new();
+        for i in &its {
+            cats.entry(i.category.clone()).or_default().push(i);
+        }
+        let per_category = cats
+            .into_iter()
+            .map(|(c, v)| {
+                let mut cm = Map::new();
+                cm.insert("questions".into(), json!(v.len()));
+                answer_metrics(&v, &mut cm);
+                (c, cm)
+            })
+            .collect();
+        runs.push(RunSummary {
+            family: ws.first().map(|w| w.family.clone()).unwrap_or_default(),
+            substrate: g.0,
+            dataset: g.1,
+            budget: g.2,
+            k: g.3,
+            metrics: m,
+            per_category,
+        });
+    }
+    Summary { runs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::QuestionKind;
+    use crate::items::{ItemKey, ResolutionCounts};
+    use crate::metrics::CoverageCounts;
+    use submem_core::PhaseStats;
+
+    fn item(q: &str, recall: Option<f64>, judge: Option<bool>, read: f64) -> ItemRecord {
+        ItemRecord {
+            key: ItemKey {
+                substrate: "m2".into(),
+                dataset: "locomo".into(),
+                conversation: "c1".into(),
+                question_id: q.into(),
+                budget: 1024,
+                k: 5,
+            },
+            category: "cat".into(),
+            kind: QuestionKind::Standard,
+            gold_evidence: 1,
+            recall_at_k: recall,
+            coverage: CoverageCounts {
+                gold: 2,
+                whole: 1,
+                part: 0,
+            },
+            resolutions: ResolutionCounts {
+                record: 0,
+                excerpt: 1,
+                raw: 3,
+            },
+            retrieved_tokens: 100,
+            read_seconds: read,
+            read_llm_tokens: 0,
+            read_llm_calls: 0,
+            answered: judge.is_some(),
+            generate_seconds: judge.map(|_| 1.0),
+            reader_tokens: None,
+            answer: None,
+            gold: None,
+            em: None,
+            f1: None,
+            bleu1: None,
+            sub_em: None,
+            judge,
+        }
+    }
+
+    #[test]
+    fn aggregates_hand_computed_values() {
+        let items = vec![
+            item("a", Some(1.0), Some(true), 0.1),
+            item("b", Some(0.0), Some(false), 0.3),
+            item("c", None, None, 0.2),
+        ];
+        let w = WriteRecord {
+            substrate: "m2".into(),
+            family: "Flat".into(),
+            dataset: "locomo".into(),
+            conversation: "c1".into(),
+            events: 10,
+            write_seconds: 2.0,
+            write_latency_samples: vec![0.1, 0.3],
+            manage_seconds: 0.4,
+            write: PhaseStats {
+                llm_calls: 3,
+                input_tokens: 30,
+                output_tokens: 6,
+                ..PhaseStats::default()
+            },
+            manage: PhaseStats::default(),
+            memory_bytes: 1000,
+            disk_bytes: 0,
+            stored_tokens: 50,
+            input_tokens: 200,
+        };
+        let s = summarize(&items, &[w]);
+        assert_eq!(s.runs.len(), 1);
+        let r = &s.runs[0];
+        assert_eq!(r.number("P6"), Some(0.5));
+        assert_eq!(r.number("P4"), Some(0.5));
+        assert_eq!(r.metrics["P1"], Value::Null);
+        assert_eq!(r.metrics["P8"], Value::Null);
+        assert_eq!(r.number("P5"), Some(4.0));
+        assert_eq!(r.number("E1"), Some(1000.0));
+        assert_eq!(r.number("E5"), Some(36.0));
+        assert_eq!(r.number("E12"), Some(36.0));
+        assert_eq!(r.number("E13"), Some(3.0));
+        // E14 = 2.0 + 0.4 + (0.1 + 1) + (0.3 + 1) + 0.2 = 5.0; E15 = 5/3
+        assert!((r.number("E14").unwrap() - 5.0).abs() < 1e-9);
+        assert!((r.number("E15").unwrap() - 5.0 / 3.0).abs() < 1e-9);
+        assert!((r.number("E4").unwrap() - 0.2).abs() < 1e-9);
+        assert_eq!(r.metrics["E4"]["p50"], json!(0.2));
+        assert!((r.number("E2").unwrap() - 1.2).abs() < 1e-9);
+        assert_eq!(r.number("evidence_coverage"), Some(0.5));
+        assert_eq!(r.metrics["resolution_shares"]["raw"], json!(0.75));
+        assert_eq!(r.per_category["cat"]["questions"], json!(3));
+    }
+}

@@ -1,0 +1,199 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The run loop end to end with the built-in baselines and test doubles:
+//! metering, the budget/k sweep, the reader sample, judging, resume.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use submem_bench::dataset::synthetic::SyntheticSpec;
+use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
+use submem_bench::registry::{Registry, SubstrateSpec};
+use submem_bench::runner::{run, Models, RunOptions};
+use submem_bench::summary::summarize;
+use submem_bench::{BenchError, Dataset, DatasetKind};
+use submem_core::test_utils::{test_services, ScriptedLlm};
+use submem_core::Llm;
+
+fn dataset() -> Arc<Dataset> {
+    Arc::new(
+        SyntheticSpec {
+            conversations: 2,
+            units: 120,
+            questions: 6,
+            session_size: 20,
+            ..SyntheticSpec::default()
+        }
+        .dataset()
+        .unwrap(),
+    )
+}
+
+fn opts(out: &Path) -> RunOptions {
+    RunOptions {
+        budgets: vec![256, 1024],
+        ks: vec![3, 10],
+        out: out.to_path_buf(),
+        progress: false,
+        ..RunOptions::default()
+    }
+}
+
+fn models(reader: bool) -> Arc<Models> {
+    let r: Option<Arc<dyn Llm>> =
+        reader.then(|| Arc::new(ScriptedLlm::new(vec!["I don't know".into()])) as Arc<dyn Llm>);
+    let j: Option<Arc<dyn Llm>> =
+        reader.then(|| Arc::new(ScriptedLlm::new(vec!["WRONG, no".into()])) as Arc<dyn Llm>);
+    Arc::new(Models {
+        services: test_services(None),
+        reader: r,
+        judge: j,
+    })
+}
+
+#[tokio::test]
+async fn sweep_writes_once_and_reads_every_budget_and_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("nomem,recent").unwrap();
+    let out = run(
+        dataset(),
+        specs,
+        Arc::new(Registry),
+        models(false),
+        opts(dir.path()),
+    )
+    .await
+    .unwrap();
+    // 2 substrates x 2 conversations x 6 questions x 2 budgets x 2 k
+    assert_eq!(out.new_items, 96);
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
+    assert_eq!(writes.len(), 4, "one write per substrate x conversation");
+    assert!(writes.iter().all(|w| w.events == 120));
+    let s = summarize(&out.items, &out.writes);
+    assert_eq!(s.runs.len(), 8);
+    let recent_big = s
+        .runs
+        .iter()
+        .find(|r| r.substrate == "recent" && r.budget == 1024)
+        .unwrap();
+    let recent_small = s
+        .runs
+        .iter()
+        .find(|r| r.substrate == "recent" && r.budget == 256)
+        .unwrap();
+    let nomem = s.runs.iter().find(|r| r.substrate == "nomem").unwrap();
+    assert_eq!(nomem.number("P6"), Some(0.0));
+    assert!(recent_big.number("E7").unwrap() > recent_small.number("E7").unwrap());
+    assert!(recent_big.number("E7").unwrap() <= 1024.0 * 0.95);
+    assert_eq!(
+        recent_big.metrics["P4"],
+        serde_json::Value::Null,
+        "no reader: P4 is n/a"
+    );
+    assert_eq!(recent_big.metrics["E2"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn reader_sample_and_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("recent").unwrap();
+    let o = RunOptions {
+        reader_sample: Some(4),
+        budgets: vec![512],
+        ks: vec![5],
+        ..opts(dir.path())
+    };
+    let out = run(dataset(), specs, Arc::new(Registry), models(true), o)
+        .await
+        .unwrap();
+    let answered: Vec<&ItemRecord> = out.items.iter().filter(|i| i.answered).collect();
+    assert_eq!(answered.len(), 4);
+    assert!(answered
+        .iter()
+        .all(|i| i.judge == Some(false) && i.em == Some(0.0)));
+    let s = summarize(&out.items, &out.writes);
+    assert_eq!(s.runs[0].number("P4"), Some(0.0));
+    assert_eq!(s.runs[0].number("answered"), Some(4.0));
+}
+
+#[tokio::test]
+async fn aborted_run_resumes_without_duplicates_or_losses() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("nomem,recent").unwrap();
+    let o = RunOptions {
+        abort_after: Some(17),
+        ..opts(dir.path())
+    };
+    let err = run(
+        dataset(),
+        specs.clone(),
+        Arc::new(Registry),
+        models(false),
+        o,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, BenchError::Aborted(17)), "{err}");
+    let partial: Vec<ItemRecord> = read_jsonl(&dir.path().join("items.jsonl")).unwrap();
+    assert_eq!(partial.len(), 17);
+    // simulate a kill mid-line
+    let p = dir.path().join("items.jsonl");
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.push_str("{\"substrate\":\"rec");
+    std::fs::write(&p, text).unwrap();
+    let out = run(
+        dataset(),
+        specs,
+        Arc::new(Registry),
+        models(false),
+        opts(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.resumed, 17);
+    assert_eq!(out.new_items, 96 - 17);
+    let all: Vec<ItemRecord> = read_jsonl(&p).unwrap();
+    assert_eq!(all.len(), 96);
+    let keys: HashSet<_> = all.iter().map(|i| i.key.clone()).collect();
+    assert_eq!(keys.len(), 96, "no duplicates");
+    let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
+    assert_eq!(writes.len(), 4);
+}
+
+#[tokio::test]
+async fn unknown_substrate_fails_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("recent,m42").unwrap();
+    let err = run(
+        dataset(),
+        specs,
+        Arc::new(Registry),
+        models(false),
+        opts(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("m42") && err.to_string().contains("known substrates"),
+        "{err}"
+    );
+    assert!(!dir.path().join("items.jsonl").exists());
+}
+
+#[test]
+fn fixtures_load_through_the_dataset_entry_point() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    assert!(Dataset::load(DatasetKind::Locomo, &root.join("locomo-mini.json")).is_ok());
+    assert!(Dataset::load(
+        DatasetKind::LongMemEval,
+        &root.join("longmemeval-mini.json")
+    )
+    .is_ok());
+    assert!(Dataset::load(DatasetKind::Alfworld, &root.join("alfworld-mini.json")).is_ok());
+    assert!(Dataset::load(DatasetKind::Probes, &root.join("probes-mini.jsonl")).is_ok());
+    let e = Dataset::load(DatasetKind::Locomo, &root.join("missing.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.json"), "{e}");
+}
