@@ -1,2 +1,104 @@
-//! FlexA-Mem: a write-once store rendered per call under a token budget.
+//! # submem-flexamem: FlexA-Mem
+//!
+//! A write-once store rendered anew at every call under a token budget,
+//! following *FlexA-Mem* (`shared/seeds/000_3115522519bd6dff.txt`: Section 3,
+//! Algorithm 1 and Appendix A).
+//!
+//! - **Units.** Agent steps are packed into units of up to 1,000 tokens;
+//!   conversations are cut per session at turns of the session's opening
+//!   speaker (the "user") into spans of about 2,000 tokens (one unit per
+//!   session when it fits; hard cap twice that). Writes arrive per event or per
+//!   batch: the newest unit stays *open* until the next event would overflow
+//!   it, a new session starts, or [`Substrate::manage`] closes it.
+//! - **Immutable store.** Each event's raw text is kept exactly and never
+//!   rewritten. [`FlexaMem::open`] keeps an append-only log (length + CRC-32
+//!   framing, synced per batch) so a process killed mid-write loses at most
+//!   the record being written; reopening cuts a torn tail and continues.
+//! - **Notes.** One LLM call per unit writes the record (≤ 80 words) and
+//!   retrieval fields as JSON, repaired leniently ([`json_repair`]); when the
+//!   model fails or the JSON is hopeless, or when no LLM is configured, the
+//!   fixed-rule writer ([`record::rule_record`]) writes them. `e = φ(s‖f)`;
+//!   links both ways to the 3 most similar earlier notes; pieces of ≤ κ
+//!   tokens cut at line breaks inside one turn or step block, labelled.
+//! - **Timeline.** Records in time order, merged oldest first in groups of up
+//!   to 4 while `‖T‖ > max(ρA, A − D)` ([`timeline::merge_needed`]); merged
+//!   records are cached by the units they cover, reused and persisted.
+//! - **Recovery.** Unit recovery (agents): seeds by cosine, `g(j)` over
+//!   links and time neighbours, fit-or-degrade over record ≺ excerpt ≺ raw
+//!   ([`FitOrDegrade`], usable by other substrates). Piece recovery
+//!   (readers): every piece ranked by BM25 (or dense, or hybrid), shown after
+//!   the timeline grouped by unit with `[…]` marks.
+//! - **Budget.** `B̄ = 0.95·B`, `A = B̄ − |P| − |W|`; the recent window `W`
+//!   (agents) is rendered raw *inside* the recall, after memory, so
+//!   `Recall::tokens ≤ Query::allowance()` always holds. Before the history
+//!   would overflow the allowance it is shown whole and unchanged.
+//!
+//! ## Choices and deviations (documented here, as the paper leaves them open)
+//! - **Open units at read time** are shown like sealed ones but with a
+//!   provisional record from the rule writer (no LLM call at read time, never
+//!   stored) and an embedding computed at read and cached; for agents the
+//!   open unit is the newest unit and sits in the recent window anyway.
+//! - **Merging merged records.** When merged records still overflow, runs
+//!   of equal-level merged records are merged again (the paper merges only
+//!   records); without this, 10,000 units could not fit an 8k budget.
+//! - **Agentic merges persist** for the episode once used (Appendix A), so
+//!   agentic renders depend on earlier agentic calls; reader renders are a
+//!   pure function of the store, query and budget.
+//! - **Piece vectors** (needed only for cosine tie-breaks and the dense and
+//!   hybrid rankings) are computed when first needed and cached in memory,
+//!   as in Appendix A, and not persisted.
+//! - **Forgetting** one event of a unit removes its text from the unit and
+//!   writes the unit's note again from what remains (new version); merged
+//!   records covering it are dropped. Tombstones stay in the log until
+//!   `manage()` compacts it.
+//! - **BM25** is our exact implementation ([`bm25`]), Lucene's IDF, Lucene's
+//!   classic English stop words.
+//! - Pieces of a step's output block are always labelled with the step
+//!   number and the first line of its command (the output block never
+//!   begins its step).
+//!
+//! ```no_run
+//! # async fn demo(services: submem_core::Services) -> submem_core::Result<()> {
+//! use submem_core::{Event, Namespace, Query, Substrate, Turn};
+//! use submem_flexamem::{FlexaConfig, FlexaMem};
+//!
+//! let mem = FlexaMem::new(services, FlexaConfig::default())?;
+//! let ns = Namespace::new("alice")?;
+//! mem.write(&ns, &[Event::Turn(Turn {
+//!     session_id: "s1".into(),
+//!     session_date: Some("8 May 2023".into()),
+//!     speaker: "Alice".into(),
+//!     text: "My violin teacher is Ms Berg.".into(),
+//!     source_id: "D1:1".into(),
+//! })]).await?;
+//! mem.manage().await?;
+//! let r = mem.render_detailed(&Query::question(ns, "Who teaches me violin?", 4096)).await?;
+//! println!("{} tokens, raw share {:.2}", r.recall.tokens, r.shares.raw);
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
+
+pub mod bm25;
+mod config;
+mod error;
+pub mod fit;
+pub mod json_repair;
+pub mod log;
+mod mem;
+pub mod pieces;
+pub mod rank;
+pub mod record;
+pub mod render;
+pub mod state;
+mod substrate;
+pub mod timeline;
+
+pub use config::{FlexaConfig, Ranking, RecoveryMode};
+pub use error::FlexaError;
+pub use fit::{fit_or_degrade, Costs, FitCandidate, FitOrDegrade, FitPiece, FitRender};
+pub use mem::{FlexaMem, FlexaStats, FORMAT_VERSION, LOG_FILE, STORE_NAME};
+pub use render::{Rendered, Shares, TokenBreakdown};
+
+// Used only in docs.
+#[allow(unused_imports)]
+use submem_core::Substrate;

@@ -1,0 +1,237 @@
+//! The [`Substrate`] implementation of [`FlexaMem`]: validation, phases,
+//! forgetting with tombstones and compaction, persistence as a compacted log.
+
+use async_trait::async_trait;
+use std::collections::HashSet;
+use std::path::Path;
+use submem_core::persist::{begin_persist, check_manifest, write_manifest};
+use submem_core::{
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Substrate, SubstrateInfo, WriteReport,
+};
+use tracing::Instrument;
+
+use crate::log::{read_log_strict, write_log};
+use crate::mem::{FlexaMem, FORMAT_VERSION, LOG_FILE, STORE_NAME};
+use crate::state::{LogRecord, State};
+use crate::FlexaError;
+
+#[async_trait]
+impl Substrate for FlexaMem {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::FlexAMem,
+            family: Family::WriteOnceRender,
+            name: "flexamem".into(),
+            needs_llm: self.services.llm.is_some(),
+            training_free: true,
+        }
+    }
+
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        let span = tracing::debug_span!("flexamem.write", ns = %namespace, events = events.len());
+        async {
+            if events.is_empty() {
+                return Ok(WriteReport::default());
+            }
+            let mut ids = HashSet::new();
+            for e in events {
+                e.validate()?;
+                if !ids.insert(e.source_id()) {
+                    return Err(Error::InvalidInput(format!(
+                        "source id {:?} appears twice in one write",
+                        e.source_id()
+                    )));
+                }
+            }
+            let _gate = self.gate.lock().await;
+            {
+                let s = self.read_state().map_err(|e| e.during("write"))?;
+                if let Some(st) = s.ns.get(namespace) {
+                    if let Some(dup) = events
+                        .iter()
+                        .find(|e| st.by_source.contains_key(e.source_id()))
+                    {
+                        return Err(Error::InvalidInput(format!(
+                            "source id {:?} was already written to {namespace}",
+                            dup.source_id()
+                        )));
+                    }
+                }
+            }
+            let units = self
+                .store_events(namespace, events)
+                .map_err(|e| e.during("write"))?;
+            self.seal_pending(namespace)
+                .await
+                .map_err(|e| e.during("write"))?;
+            Ok(WriteReport {
+                events: events.len(),
+                units,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        let span =
+            tracing::debug_span!("flexamem.read", ns = %query.namespace, budget = query.budget);
+        async { Ok(self.render_detailed(query).await?.recall) }
+            .instrument(span)
+            .await
+    }
+
+    /// Closes every open unit and writes the notes still missing (call it
+    /// when a history is complete), then compacts the log if events were
+    /// forgotten since the last compaction.
+    async fn manage(&self) -> Result<ManageReport> {
+        let span = tracing::debug_span!("flexamem.manage");
+        async {
+            let _gate = self.gate.lock().await;
+            let namespaces: Vec<Namespace> = {
+                let mut s = self.write_state().map_err(|e| e.during("manage"))?;
+                let closes: Vec<LogRecord> =
+                    s.ns.iter()
+                        .filter_map(|(ns, st)| {
+                            st.open.map(|unit| LogRecord::Close {
+                                ns: ns.clone(),
+                                unit,
+                            })
+                        })
+                        .collect();
+                self.commit(&mut s, &closes)
+                    .map_err(|e| e.during("manage"))?;
+                s.ns.keys().cloned().collect()
+            };
+            let mut changed = 0;
+            for ns in &namespaces {
+                changed += self
+                    .seal_pending(ns)
+                    .await
+                    .map_err(|e| e.during("manage"))?;
+            }
+            if self.compact().map_err(|e| e.during("manage"))? {
+                changed += 1;
+            }
+            Ok(ManageReport { changed })
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn footprint(&self) -> Footprint {
+        let Ok(s) = self.read_state() else {
+            return Footprint::default();
+        };
+        let mut f = Footprint::default();
+        for st in s.ns.values() {
+            for u in st.units.values() {
+                for e in &u.events {
+                    f.input_tokens += e.tokens as u64;
+                    f.memory_bytes += (e.text.len() * 2) as u64
+                        + e.pieces
+                            .iter()
+                            .map(|p| p.body.len() as u64 + 16)
+                            .sum::<u64>();
+                }
+                f.stored_tokens += u.raw_tokens as u64 + u.record_tokens as u64;
+                if let Some(n) = &u.note {
+                    f.memory_bytes += n.record.len() as u64 + 4 * n.embedding.len() as u64;
+                }
+            }
+            for m in st.merges.values() {
+                f.stored_tokens += m.tokens as u64;
+                f.memory_bytes += m.text.len() as u64;
+            }
+            f.memory_bytes += st
+                .piece_vecs
+                .values()
+                .map(|v| 4 * v.len() as u64)
+                .sum::<u64>();
+        }
+        f.disk_bytes = self
+            .log
+            .lock()
+            .ok()
+            .and_then(|l| l.as_ref().map(|l| l.len()))
+            .unwrap_or(0);
+        f
+    }
+
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let payloads = {
+            let s = self.read_state().map_err(|e| e.during("persist"))?;
+            s.snapshot()
+                .iter()
+                .map(serde_json::to_vec)
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| FlexaError::from(e).during("persist"))?
+        };
+        begin_persist(dir)?;
+        write_log(&dir.join(LOG_FILE), &payloads).map_err(|e| e.during("persist"))?;
+        write_manifest(dir, STORE_NAME, FORMAT_VERSION)
+    }
+
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+        let path = dir.join(LOG_FILE);
+        if !path.exists() {
+            return Err(Error::store(&path, "log file is missing"));
+        }
+        let payloads = read_log_strict(&path).map_err(|e| e.during("restore"))?;
+        let mut fresh = State::new(self.services_arc(), self.config.piece_tokens);
+        for p in &payloads {
+            let rec: LogRecord = serde_json::from_slice(p)
+                .map_err(|e| Error::store(&path, format!("unreadable record: {e}")))?;
+            fresh.apply(&rec);
+        }
+        let _gate = self.gate.lock().await;
+        let mut s = self.write_state().map_err(|e| e.during("restore"))?;
+        {
+            let mut log = self
+                .log
+                .lock()
+                .map_err(|_| FlexaError::Internal("log lock poisoned".into()).during("restore"))?;
+            if let Some(log) = log.as_mut() {
+                log.rewrite(&payloads).map_err(|e| e.during("restore"))?;
+            }
+        }
+        *s = fresh;
+        Ok(())
+    }
+
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        let span = tracing::debug_span!("flexamem.forget", ns = %target.namespace());
+        async {
+            let _gate = self.gate.lock().await;
+            let removed = {
+                let mut s = self.write_state().map_err(|e| e.during("forget"))?;
+                let rec = match target {
+                    Forget::Namespace(ns) => LogRecord::ForgetNamespace { ns: ns.clone() },
+                    Forget::Sources {
+                        namespace,
+                        source_ids,
+                    } => LogRecord::Forget {
+                        ns: namespace.clone(),
+                        source_ids: source_ids.clone(),
+                    },
+                };
+                self.commit(&mut s, &[rec])
+                    .map_err(|e| e.during("forget"))?
+            };
+            if removed > 0 {
+                self.mark_compaction();
+            }
+            if let Forget::Sources { namespace, .. } = target {
+                // Units that lost an event get a new note from what remains.
+                self.seal_pending(namespace)
+                    .await
+                    .map_err(|e| e.during("forget"))?;
+            }
+            Ok(removed)
+        }
+        .instrument(span)
+        .await
+    }
+}
