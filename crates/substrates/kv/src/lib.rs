@@ -1,2 +1,280 @@
-//! Activation substrates: M10 full context.
+//! Activation substrates: M10 full context (*Harness the Memory*, §M10).
+//!
+//! **Write**: each event's rendered text ([`Event::render`]) is appended to
+//! its namespace's buffer. **Read**: the whole buffer, shown in time order;
+//! when it does not fit [`Query::allowance`], the **oldest** units are dropped
+//! first ([`PackPolicy::StopAtFirstUnfit`] over the units ranked newest
+//! first), so what is shown is always a contiguous, most recent run of the
+//! history. [`Recall::sources`] list every shown unit, newest first. The
+//! query text is not used: full context does not retrieve.
+//!
+//! **Deviation from the paper**: the paper's M10 keeps the history as model
+//! activations (a KV cache) of the reader; here it is kept as text and the
+//! shared reader prefills it, which gives the same context at the same
+//! budget. Nothing is ever summarised; `manage` does nothing.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> submem_core::Result<()> {
+//! use submem_core::{test_utils::test_services, Event, Namespace, Query, Substrate, Turn};
+//! use submem_kv::{FullContext, FullContextConfig};
+//! let m10 = FullContext::new(test_services(None), FullContextConfig::default())?;
+//! let ns = Namespace::new("alice")?;
+//! let turn = |id: &str, text: &str| Event::Turn(Turn {
+//!     session_id: "s1".into(), session_date: None, speaker: "A".into(),
+//!     text: text.into(), source_id: id.into(),
+//! });
+//! m10.write(&ns, &[turn("1", "an old remark"), turn("2", "the newest one")]).await?;
+//! let recall = m10.read(&Query::question(ns, "anything", 4096)).await?;
+//! assert_eq!(recall.text, "A: an old remark\nA: the newest one");
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
+
+mod buffer;
+mod config;
+mod error;
+
+pub use config::FullContextConfig;
+pub use error::KvError;
+
+use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::render::UNIT_SEPARATOR;
+use submem_core::{
+    render_in_time_order, Error, Event, Family, Footprint, Forget, MethodId, Namespace, PackPolicy,
+    Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+};
+
+use buffer::Buffer;
+
+const METHOD: &str = "M10";
+const MANIFEST_NAME: &str = "M10 full-context";
+const FORMAT_VERSION: u32 = 1;
+const STATE_FILE: &str = "full-context.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Saved {
+    namespaces: Vec<(Namespace, Buffer)>,
+}
+
+/// M10: the whole history, truncated oldest-first to the budget.
+pub struct FullContext {
+    services: Services,
+    config: FullContextConfig,
+    buffers: RwLock<HashMap<Namespace, Buffer>>,
+    disk_bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for FullContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FullContext")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FullContext {
+    /// A new, empty full-context memory; uses `services.tokens` only.
+    pub fn new(services: Services, config: FullContextConfig) -> Result<Self> {
+        if !config.source_score.is_finite() {
+            return Err(Error::InvalidInput(
+                KvError::Config("source_score must be finite".into()).to_string(),
+            ));
+        }
+        Ok(FullContext {
+            services,
+            config,
+            buffers: RwLock::new(HashMap::new()),
+            disk_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &FullContextConfig {
+        &self.config
+    }
+
+    fn read_lock(
+        &self,
+        op: &'static str,
+    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Buffer>>> {
+        self.buffers
+            .read()
+            .map_err(|_| KvError::Poisoned.into_core(METHOD, op))
+    }
+
+    fn write_lock(
+        &self,
+        op: &'static str,
+    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Buffer>>> {
+        self.buffers
+            .write()
+            .map_err(|_| KvError::Poisoned.into_core(METHOD, op))
+    }
+}
+
+fn validate_batch(events: &[Event], existing: Option<&Buffer>) -> Result<()> {
+    let mut seen = HashSet::with_capacity(events.len());
+    for e in events {
+        e.validate()?;
+        let id = e.source_id();
+        if !seen.insert(id) {
+            return Err(Error::InvalidInput(format!(
+                "source id {id:?} appears twice in one write"
+            )));
+        }
+        if existing.is_some_and(|b| b.ids.contains_key(id)) {
+            return Err(Error::InvalidInput(format!(
+                "source id {id:?} is already stored in this namespace"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Substrate for FullContext {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::M10,
+            family: Family::Activation,
+            name: "full-context".into(),
+            needs_llm: false,
+            training_free: true,
+        }
+    }
+
+    #[tracing::instrument(name = "m10.write", skip_all, fields(ns = %namespace, events = events.len()))]
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        if events.is_empty() {
+            return Ok(WriteReport::default());
+        }
+        validate_batch(events, self.read_lock("write")?.get(namespace))?;
+        let items: Vec<(String, String, u32)> = events
+            .iter()
+            .map(|e| {
+                let text = e.render();
+                let tokens = u32::try_from(self.services.tokens.count(&text)).unwrap_or(u32::MAX);
+                (e.source_id().to_string(), text, tokens)
+            })
+            .collect();
+        let mut buffers = self.write_lock("write")?;
+        // Another task may have written the same ids since validation.
+        validate_batch(events, buffers.get(namespace))?;
+        let n = buffers.entry(namespace.clone()).or_default().append(items);
+        Ok(WriteReport {
+            events: n,
+            units: n,
+        })
+    }
+
+    #[tracing::instrument(name = "m10.read", skip_all, fields(ns = %query.namespace))]
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        query.validate()?;
+        let allowance = query.allowance();
+        let separator = self.services.tokens.count(UNIT_SEPARATOR);
+        // Stored counts tell which newest run can fit; only those texts (and
+        // the first that cannot) are copied out and packed.
+        let ranked: Vec<RankedUnit> = {
+            let buffers = self.read_lock("read")?;
+            let Some(buffer) = buffers.get(&query.namespace) else {
+                return Ok(Recall::empty());
+            };
+            let mut used = 0usize;
+            let mut out = Vec::new();
+            for u in buffer.units.iter().rev() {
+                out.push(RankedUnit {
+                    position: u.position,
+                    source_id: u.source_id.clone(),
+                    text: u.text.clone(),
+                    score: self.config.source_score,
+                });
+                used += u.tokens as usize + if out.len() > 1 { separator } else { 0 };
+                if used > allowance {
+                    break;
+                }
+            }
+            out
+        };
+        Ok(render_in_time_order(
+            &ranked,
+            &*self.services.tokens,
+            allowance,
+            PackPolicy::StopAtFirstUnfit,
+        ))
+    }
+
+    fn footprint(&self) -> Footprint {
+        let mut fp = Footprint {
+            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            ..Footprint::default()
+        };
+        if let Ok(buffers) = self.buffers.read() {
+            for b in buffers.values() {
+                fp.memory_bytes += b.memory_bytes();
+                fp.stored_tokens += b.tokens();
+            }
+        }
+        fp.input_tokens = fp.stored_tokens;
+        fp
+    }
+
+    #[tracing::instrument(name = "m10.persist", skip_all, fields(dir = %dir.display()))]
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let saved = {
+            let buffers = self.read_lock("persist")?;
+            let mut namespaces: Vec<(Namespace, Buffer)> = buffers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
+            Saved { namespaces }
+        };
+        begin_persist(dir)?;
+        let path = dir.join(STATE_FILE);
+        write_json(&path, &saved)?;
+        write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "m10.restore", skip_all, fields(dir = %dir.display()))]
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+        let path = dir.join(STATE_FILE);
+        let saved: Saved = read_json(&path)?;
+        let mut restored = HashMap::with_capacity(saved.namespaces.len());
+        for (ns, mut buffer) in saved.namespaces {
+            buffer
+                .reindex()
+                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
+            if restored.insert(ns.clone(), buffer).is_some() {
+                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
+            }
+        }
+        *self.write_lock("restore")? = restored;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "m10.forget", skip_all, fields(ns = %target.namespace()))]
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        let mut buffers = self.write_lock("forget")?;
+        Ok(match target {
+            Forget::Namespace(ns) => buffers.remove(ns).map_or(0, |b| b.units.len()),
+            Forget::Sources {
+                namespace,
+                source_ids,
+            } => buffers
+                .get_mut(namespace)
+                .map_or(0, |b| b.forget(source_ids)),
+        })
+    }
+}

@@ -1,0 +1,141 @@
+//! Settings of the dense substrate (M1).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{FlatError, FlatResult};
+
+/// Settings of [`crate::DenseMemory`]. Every field has a measured or documented
+/// default; build with `DenseConfig::default().with_*(…)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DenseConfig {
+    /// A namespace with fewer live units than this is searched by an exact
+    /// scan; at or above it, an HNSW graph is built and searched. Default
+    /// 2,048, chosen by the `dense` bench (see the crate docs): below it the
+    /// exact scan is as fast as the graph and has perfect recall.
+    pub exact_threshold: usize,
+    /// HNSW `M`: neighbours kept per node and layer (at most 256). Default 24.
+    pub max_connections: usize,
+    /// HNSW candidate list size while building. Default 200.
+    pub ef_construction: usize,
+    /// HNSW candidate list size while searching (raised to `top_k` when
+    /// smaller). Default 96.
+    pub ef_search: usize,
+    /// HNSW layers (at most 16). Default 16.
+    pub max_layers: usize,
+    /// Texts per embedder call. Default 64.
+    pub embed_batch: usize,
+    /// `manage()` compacts a namespace (drops forgotten vectors and rebuilds
+    /// its graph) once forgotten units exceed this share of its slots.
+    /// Default 0.2.
+    pub compact_share: f32,
+}
+
+impl Default for DenseConfig {
+    fn default() -> Self {
+        DenseConfig {
+            exact_threshold: 2048,
+            max_connections: 24,
+            ef_construction: 200,
+            ef_search: 96,
+            max_layers: 16,
+            embed_batch: 64,
+            compact_share: 0.2,
+        }
+    }
+}
+
+impl DenseConfig {
+    /// Sets [`DenseConfig::exact_threshold`].
+    pub fn with_exact_threshold(mut self, n: usize) -> Self {
+        self.exact_threshold = n;
+        self
+    }
+    /// Sets [`DenseConfig::max_connections`].
+    pub fn with_max_connections(mut self, m: usize) -> Self {
+        self.max_connections = m;
+        self
+    }
+    /// Sets [`DenseConfig::ef_construction`].
+    pub fn with_ef_construction(mut self, ef: usize) -> Self {
+        self.ef_construction = ef;
+        self
+    }
+    /// Sets [`DenseConfig::ef_search`].
+    pub fn with_ef_search(mut self, ef: usize) -> Self {
+        self.ef_search = ef;
+        self
+    }
+    /// Sets [`DenseConfig::max_layers`].
+    pub fn with_max_layers(mut self, n: usize) -> Self {
+        self.max_layers = n;
+        self
+    }
+    /// Sets [`DenseConfig::embed_batch`].
+    pub fn with_embed_batch(mut self, n: usize) -> Self {
+        self.embed_batch = n;
+        self
+    }
+    /// Sets [`DenseConfig::compact_share`].
+    pub fn with_compact_share(mut self, share: f32) -> Self {
+        self.compact_share = share;
+        self
+    }
+
+    /// Rejects settings hnsw_rs cannot honour (it exits the process on some).
+    pub(crate) fn validate(&self) -> FlatResult<()> {
+        if !(2..=256).contains(&self.max_connections) {
+            return Err(FlatError::Config(format!(
+                "max_connections must be in 2..=256, got {}",
+                self.max_connections
+            )));
+        }
+        if !(1..=16).contains(&self.max_layers) {
+            return Err(FlatError::Config(format!(
+                "max_layers must be in 1..=16, got {}",
+                self.max_layers
+            )));
+        }
+        if self.ef_construction == 0 || self.ef_search == 0 || self.embed_batch == 0 {
+            return Err(FlatError::Config(
+                "ef_construction, ef_search and embed_batch must be at least 1".into(),
+            ));
+        }
+        if !(self.compact_share.is_finite() && (0.0..=1.0).contains(&self.compact_share)) {
+            return Err(FlatError::Config(format!(
+                "compact_share must be in [0, 1], got {}",
+                self.compact_share
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_values_do_not() {
+        assert!(DenseConfig::default().validate().is_ok());
+        assert!(DenseConfig::default()
+            .with_max_connections(300)
+            .validate()
+            .is_err());
+        assert!(DenseConfig::default()
+            .with_max_layers(0)
+            .validate()
+            .is_err());
+        assert!(DenseConfig::default()
+            .with_compact_share(f32::NAN)
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn serde_fills_missing_fields_with_defaults() {
+        let c: DenseConfig = serde_json::from_str(r#"{"ef_search": 7}"#).unwrap();
+        assert_eq!(c.ef_search, 7);
+        assert_eq!(c.max_connections, DenseConfig::default().max_connections);
+    }
+}

@@ -1,0 +1,389 @@
+//! M1, dense vectors over a flat store (*Harness the Memory*, §M1).
+//!
+//! **Write**: each event's rendered text ([`Event::render`]) is embedded
+//! through `services.embedder` in batches of [`DenseConfig::embed_batch`],
+//! normalised to unit length, and appended to its namespace. **Read**: the
+//! query's [`Query::retrieval_text`] is embedded, the top-k units by cosine
+//! are found, and they are rendered in time order under
+//! [`Query::allowance`] with [`render_in_time_order`]
+//! ([`PackPolicy::SkipUnfit`]); [`Recall::sources`] carry the cosine scores.
+//!
+//! **Index**: a namespace below [`DenseConfig::exact_threshold`] live units is
+//! searched by an exact scan; at the threshold an HNSW graph (hnsw_rs, cosine
+//! as `1 − a·b` on unit vectors) is built and kept up to date. See
+//! [`ns`](self) for why the graph is rebuilt identically on restore.
+//!
+//! **Deviation from the paper**: the paper's M1 has no management; here
+//! [`Substrate::manage`] compacts namespaces whose forgotten (tombstoned)
+//! units exceed [`DenseConfig::compact_share`], which forgetting needs.
+//!
+//! **Blocking**: graph inserts run inline on the calling task (a 5,000-unit
+//! graph takes seconds); callers ingesting very large batches on a busy
+//! runtime should write from `spawn_blocking` or a dedicated runtime.
+
+mod config;
+mod ns;
+mod persist;
+pub(crate) mod vector;
+
+pub use config::DenseConfig;
+
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use submem_core::{
+    render_in_time_order, Error, Event, Family, Footprint, Forget, ManageReport, MethodId,
+    Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo,
+    WriteReport,
+};
+
+use crate::error::FlatError;
+use crate::lock;
+use crate::unit::{exists_in, tokens_u32, validate_batch, StoredUnit};
+use ns::DenseNs;
+
+/// Method id used in errors and the manifest.
+const METHOD: &str = "M1";
+
+type Spaces = HashMap<Namespace, Arc<RwLock<DenseNs>>>;
+
+/// M1: dense top-k retrieval over every stored unit.
+///
+/// ```no_run
+/// # async fn demo(services: submem_core::Services) -> submem_core::Result<()> {
+/// use submem_core::{Namespace, Query, Substrate};
+/// use submem_flat::{DenseConfig, DenseMemory};
+/// let m1 = DenseMemory::new(services, DenseConfig::default())?;
+/// let ns = Namespace::new("alice")?;
+/// let recall = m1.read(&Query::question(ns, "Where did I park?", 4096)).await?;
+/// println!("{}", recall.text);
+/// # Ok(()) }
+/// ```
+pub struct DenseMemory {
+    services: Services,
+    config: DenseConfig,
+    dim: usize,
+    spaces: RwLock<Spaces>,
+    disk_bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for DenseMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DenseMemory")
+            .field("config", &self.config)
+            .field("dim", &self.dim)
+            .field("embedder", &self.services.embedder.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DenseMemory {
+    /// A new, empty dense memory using `services.embedder` and
+    /// `services.tokens`.
+    pub fn new(services: Services, config: DenseConfig) -> Result<Self> {
+        config
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let dim = services.embedder.dimension();
+        if dim == 0 {
+            return Err(Error::InvalidInput(
+                "the embedder reports dimension 0".into(),
+            ));
+        }
+        Ok(DenseMemory {
+            services,
+            config,
+            dim,
+            spaces: RwLock::new(HashMap::new()),
+            disk_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &DenseConfig {
+        &self.config
+    }
+
+    /// Vector length (the embedder's dimension).
+    pub fn dimension(&self) -> usize {
+        self.dim
+    }
+
+    fn space(&self, ns: &Namespace, op: &'static str) -> Result<Option<Arc<RwLock<DenseNs>>>> {
+        Ok(lock::read(&self.spaces, METHOD, op)?.get(ns).cloned())
+    }
+
+    fn space_or_create(&self, ns: &Namespace) -> Result<Arc<RwLock<DenseNs>>> {
+        if let Some(s) = self.space(ns, "write")? {
+            return Ok(s);
+        }
+        let mut spaces = lock::write(&self.spaces, METHOD, "write")?;
+        Ok(spaces
+            .entry(ns.clone())
+            .or_insert_with(|| Arc::new(RwLock::new(DenseNs::new(self.dim))))
+            .clone())
+    }
+
+    /// Checks and normalises vectors returned for `expected` texts.
+    fn check_vectors(&self, vectors: Vec<Vec<f32>>, expected: usize) -> Result<Vec<f32>> {
+        if vectors.len() != expected {
+            return Err(FlatError::VectorCount {
+                expected,
+                got: vectors.len(),
+            }
+            .into_core(METHOD, "write"));
+        }
+        let mut flat = Vec::with_capacity(expected * self.dim);
+        for mut v in vectors {
+            if v.len() != self.dim {
+                return Err(FlatError::Dimension {
+                    expected: self.dim,
+                    got: v.len(),
+                }
+                .into_core(METHOD, "write"));
+            }
+            if !vector::normalise(&mut v) {
+                return Err(FlatError::NonFinite.into_core(METHOD, "write"));
+            }
+            flat.extend(v);
+        }
+        Ok(flat)
+    }
+
+    /// Writes `events` with vectors the caller already has (one per event,
+    /// the embedder's dimension; they are normalised here). Same rules as
+    /// [`Substrate::write`]; used by benches to time index inserts alone.
+    pub fn write_with_vectors(
+        &self,
+        namespace: &Namespace,
+        events: &[Event],
+        vectors: Vec<Vec<f32>>,
+    ) -> Result<WriteReport> {
+        if events.is_empty() {
+            return Ok(WriteReport::default());
+        }
+        let existing = self.space(namespace, "write")?;
+        if let Some(s) = &existing {
+            let s = lock::read(s, METHOD, "write")?;
+            validate_batch(events, exists_in(Some(s.ids())))?;
+        } else {
+            validate_batch(events, |_| false)?;
+        }
+        let flat = self.check_vectors(vectors, events.len())?;
+        self.insert(namespace, events, flat)
+    }
+
+    fn insert(
+        &self,
+        namespace: &Namespace,
+        events: &[Event],
+        flat: Vec<f32>,
+    ) -> Result<WriteReport> {
+        let texts: Vec<String> = events.iter().map(Event::render).collect();
+        let tokens: Vec<u32> = texts
+            .iter()
+            .map(|t| tokens_u32(self.services.tokens.count(t)))
+            .collect();
+        let space = self.space_or_create(namespace)?;
+        let mut ns = lock::write(&space, METHOD, "write")?;
+        // Another task may have written the same ids since validation.
+        validate_batch(events, exists_in(Some(ns.ids())))?;
+        let first = ns.next_position;
+        let units = events
+            .iter()
+            .zip(texts)
+            .zip(tokens)
+            .enumerate()
+            .map(|(i, ((e, text), tokens))| StoredUnit {
+                source_id: e.source_id().to_string(),
+                text,
+                position: first + i as u64,
+                tokens,
+            })
+            .collect();
+        ns.append(units, flat, &self.config);
+        Ok(WriteReport {
+            events: events.len(),
+            units: events.len(),
+        })
+    }
+
+    /// Reads with a query vector the caller already has (the embedder's
+    /// dimension; normalised here) instead of embedding
+    /// [`Query::retrieval_text`]. Same rules as [`Substrate::read`].
+    pub fn read_with_vector(&self, query: &Query, vector: &[f32]) -> Result<Recall> {
+        query.validate()?;
+        if vector.len() != self.dim {
+            return Err(FlatError::Dimension {
+                expected: self.dim,
+                got: vector.len(),
+            }
+            .into_core(METHOD, "read"));
+        }
+        let mut q = vector.to_vec();
+        if !vector::normalise(&mut q) {
+            return Err(FlatError::NonFinite.into_core(METHOD, "read"));
+        }
+        let Some(space) = self.space(&query.namespace, "read")? else {
+            return Ok(Recall::empty());
+        };
+        let ranked: Vec<RankedUnit> = {
+            let ns = lock::read(&space, METHOD, "read")?;
+            ns.search(&q, query.top_k, &self.config)
+                .into_iter()
+                .map(|(slot, score)| {
+                    let u = &ns.units[slot];
+                    RankedUnit {
+                        position: u.position,
+                        source_id: u.source_id.clone(),
+                        text: u.text.clone(),
+                        score,
+                    }
+                })
+                .collect()
+        };
+        Ok(render_in_time_order(
+            &ranked,
+            &*self.services.tokens,
+            query.allowance(),
+            PackPolicy::SkipUnfit,
+        ))
+    }
+
+    fn embedder_name(&self) -> String {
+        self.services.embedder.name().to_string()
+    }
+}
+
+#[async_trait]
+impl Substrate for DenseMemory {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::M1,
+            family: Family::Flat,
+            name: "dense-hnsw".into(),
+            needs_llm: false,
+            training_free: true,
+        }
+    }
+
+    #[tracing::instrument(name = "m1.write", skip_all, fields(ns = %namespace, events = events.len()))]
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        if events.is_empty() {
+            return Ok(WriteReport::default());
+        }
+        if let Some(s) = self.space(namespace, "write")? {
+            let s = lock::read(&s, METHOD, "write")?;
+            validate_batch(events, exists_in(Some(s.ids())))?;
+        } else {
+            validate_batch(events, |_| false)?;
+        }
+        let texts: Vec<String> = events.iter().map(Event::render).collect();
+        let mut vectors = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(self.config.embed_batch) {
+            vectors.extend(self.services.embedder.embed(batch).await?);
+        }
+        let flat = self.check_vectors(vectors, events.len())?;
+        self.insert(namespace, events, flat)
+    }
+
+    #[tracing::instrument(name = "m1.read", skip_all, fields(ns = %query.namespace, k = query.top_k))]
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        query.validate()?;
+        let live = match self.space(&query.namespace, "read")? {
+            Some(s) => lock::read(&s, METHOD, "read")?.live(),
+            None => 0,
+        };
+        if live == 0 {
+            return Ok(Recall::empty());
+        }
+        let text = query.retrieval_text();
+        let mut vectors = self.services.embedder.embed(&[text]).await?;
+        let vector = vectors.pop().ok_or_else(|| {
+            FlatError::VectorCount {
+                expected: 1,
+                got: 0,
+            }
+            .into_core(METHOD, "read")
+        })?;
+        self.read_with_vector(query, &vector)
+    }
+
+    #[tracing::instrument(name = "m1.manage", skip_all)]
+    async fn manage(&self) -> Result<ManageReport> {
+        let spaces: Vec<_> = lock::read(&self.spaces, METHOD, "manage")?
+            .values()
+            .cloned()
+            .collect();
+        let mut changed = 0;
+        for space in spaces {
+            let mut ns = lock::write(&space, METHOD, "manage")?;
+            if ns.needs_compaction(&self.config) {
+                changed += ns.compact(&self.config);
+            }
+        }
+        Ok(ManageReport { changed })
+    }
+
+    fn footprint(&self) -> Footprint {
+        let mut fp = Footprint {
+            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            ..Footprint::default()
+        };
+        if let Ok(spaces) = self.spaces.read() {
+            for space in spaces.values() {
+                if let Ok(ns) = space.read() {
+                    fp.memory_bytes += ns.memory_bytes(&self.config);
+                    fp.stored_tokens += ns.stored_tokens();
+                }
+            }
+        }
+        fp.input_tokens = fp.stored_tokens;
+        fp
+    }
+
+    #[tracing::instrument(name = "m1.persist", skip_all, fields(dir = %dir.display()))]
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let spaces: Vec<_> = lock::read(&self.spaces, METHOD, "persist")?
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let bytes = persist::save(dir, self.dim, &self.embedder_name(), &spaces)?;
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "m1.restore", skip_all, fields(dir = %dir.display()))]
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        let (loaded, bytes) = persist::load(dir, self.dim, &self.embedder_name(), &self.config)?;
+        let loaded: Spaces = loaded
+            .into_iter()
+            .map(|(k, v)| (k, Arc::new(RwLock::new(v))))
+            .collect();
+        *lock::write(&self.spaces, METHOD, "restore")? = loaded;
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "m1.forget", skip_all, fields(ns = %target.namespace()))]
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        match target {
+            Forget::Namespace(ns) => {
+                let removed = lock::write(&self.spaces, METHOD, "forget")?.remove(ns);
+                match removed {
+                    Some(space) => Ok(lock::read(&space, METHOD, "forget")?.live()),
+                    None => Ok(0),
+                }
+            }
+            Forget::Sources {
+                namespace,
+                source_ids,
+            } => match self.space(namespace, "forget")? {
+                Some(space) => Ok(lock::write(&space, METHOD, "forget")?.forget(source_ids)),
+                None => Ok(0),
+            },
+        }
+    }
+}

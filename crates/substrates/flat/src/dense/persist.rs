@@ -1,0 +1,153 @@
+//! On-disk form of the dense substrate: `dense.json` (dimension, embedder
+//! name, and per namespace its units, tombstones, next position and whether
+//! it has a graph), one `vectors-N.f32` file of little-endian `f32` rows per
+//! namespace, and the manifest, written last. The graph itself is not saved:
+//! restore re-inserts the slots in order, which rebuilds it identically (see
+//! [`super::ns`]).
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use submem_core::persist::{
+    begin_persist, check_manifest, read_json, write_atomic, write_json, write_manifest,
+};
+use submem_core::{Error, Namespace, Result};
+
+use super::config::DenseConfig;
+use super::ns::DenseNs;
+use crate::lock;
+use crate::unit::{dir_bytes, StoredUnit};
+
+/// Manifest name of this store.
+pub(crate) const MANIFEST_NAME: &str = "M1 dense-hnsw";
+/// Format version of the files below.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+const STATE_FILE: &str = "dense.json";
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    dimension: usize,
+    embedder: String,
+    namespaces: Vec<NsState>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct NsState {
+    namespace: Namespace,
+    next_position: u64,
+    has_graph: bool,
+    vector_file: String,
+    units: Vec<StoredUnit>,
+    alive: Vec<bool>,
+}
+
+/// Writes every namespace under `dir`; returns the bytes on disk.
+pub(crate) fn save(
+    dir: &Path,
+    dim: usize,
+    embedder: &str,
+    spaces: &[(Namespace, Arc<RwLock<DenseNs>>)],
+) -> Result<u64> {
+    begin_persist(dir)?;
+    let mut state = State {
+        dimension: dim,
+        embedder: embedder.to_string(),
+        namespaces: Vec::with_capacity(spaces.len()),
+    };
+    for (i, (name, space)) in spaces.iter().enumerate() {
+        let ns = lock::read(space, super::METHOD, "persist")?;
+        let vector_file = format!("vectors-{i}.f32");
+        let mut bytes = Vec::with_capacity(ns.vectors.len() * 4);
+        for x in &ns.vectors {
+            bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        write_atomic(&dir.join(&vector_file), &bytes)?;
+        state.namespaces.push(NsState {
+            namespace: name.clone(),
+            next_position: ns.next_position,
+            has_graph: ns.has_graph(),
+            vector_file,
+            units: ns.units.clone(),
+            alive: ns.alive.clone(),
+        });
+    }
+    write_json(&dir.join(STATE_FILE), &state)?;
+    write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+    Ok(dir_bytes(dir))
+}
+
+/// Reads what [`save`] wrote; nothing is returned unless everything checks.
+pub(crate) fn load(
+    dir: &Path,
+    dim: usize,
+    embedder: &str,
+    cfg: &DenseConfig,
+) -> Result<(Vec<(Namespace, DenseNs)>, u64)> {
+    check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+    let state: State = read_json(&dir.join(STATE_FILE))?;
+    if state.dimension != dim {
+        return Err(Error::store(
+            dir,
+            format!(
+                "store holds {}-dimensional vectors but the embedder gives {dim}",
+                state.dimension
+            ),
+        ));
+    }
+    if state.embedder != embedder {
+        return Err(Error::store(
+            dir,
+            format!(
+                "store was embedded with {:?}, this instance uses {embedder:?}",
+                state.embedder
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(state.namespaces.len());
+    for ns in state.namespaces {
+        if ns.vector_file.contains(['/', '\\']) || ns.vector_file.starts_with('.') {
+            return Err(Error::store(
+                dir,
+                format!("bad vector file name {:?}", ns.vector_file),
+            ));
+        }
+        let path = dir.join(&ns.vector_file);
+        let bytes = std::fs::read(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::store(&path, "vector file is missing (torn store?)")
+            } else {
+                Error::io(&path, e)
+            }
+        })?;
+        let slots = ns.units.len();
+        if bytes.len() != slots * dim * 4 || ns.alive.len() != slots {
+            return Err(Error::store(
+                &path,
+                format!(
+                    "namespace {} has {slots} units but {} vector bytes and {} tombstone flags",
+                    ns.namespace,
+                    bytes.len(),
+                    ns.alive.len()
+                ),
+            ));
+        }
+        let vectors: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if vectors.iter().any(|x| !x.is_finite()) {
+            return Err(Error::store(&path, "vector file holds non-finite values"));
+        }
+        let restored = DenseNs::from_parts(
+            dim,
+            ns.units,
+            vectors,
+            ns.alive,
+            ns.next_position,
+            ns.has_graph,
+            cfg,
+        );
+        out.push((ns.namespace, restored));
+    }
+    Ok((out, dir_bytes(dir)))
+}

@@ -1,0 +1,88 @@
+//! Settings of the sparse substrate (M2).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{FlatError, FlatResult};
+
+/// Smallest writer heap tantivy accepts (15 MB per indexing thread).
+pub const MIN_WRITER_HEAP_BYTES: usize = 15_000_000;
+
+/// Settings of [`crate::SparseMemory`]; build with
+/// `SparseConfig::default().with_*(…)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SparseConfig {
+    /// Memory arena of the tantivy writer (one indexing thread). Default
+    /// 32 MB; at least [`MIN_WRITER_HEAP_BYTES`].
+    pub writer_heap_bytes: usize,
+    /// Tokens longer than this many bytes are dropped (tantivy's
+    /// `RemoveLongFilter`). Default 40.
+    pub max_token_bytes: usize,
+    /// Remove English stop words (tantivy's list, the one Lucene uses).
+    /// Default true, as the paper's M2 does.
+    pub remove_stop_words: bool,
+}
+
+impl Default for SparseConfig {
+    fn default() -> Self {
+        SparseConfig {
+            writer_heap_bytes: 32_000_000,
+            max_token_bytes: 40,
+            remove_stop_words: true,
+        }
+    }
+}
+
+impl SparseConfig {
+    /// Sets [`SparseConfig::writer_heap_bytes`].
+    pub fn with_writer_heap_bytes(mut self, bytes: usize) -> Self {
+        self.writer_heap_bytes = bytes;
+        self
+    }
+    /// Sets [`SparseConfig::max_token_bytes`].
+    pub fn with_max_token_bytes(mut self, bytes: usize) -> Self {
+        self.max_token_bytes = bytes;
+        self
+    }
+    /// Sets [`SparseConfig::remove_stop_words`].
+    pub fn with_remove_stop_words(mut self, on: bool) -> Self {
+        self.remove_stop_words = on;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> FlatResult<()> {
+        if self.writer_heap_bytes < MIN_WRITER_HEAP_BYTES {
+            return Err(FlatError::Config(format!(
+                "writer_heap_bytes must be at least {MIN_WRITER_HEAP_BYTES}, got {}",
+                self.writer_heap_bytes
+            )));
+        }
+        if self.max_token_bytes == 0 {
+            return Err(FlatError::Config(
+                "max_token_bytes must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation() {
+        assert!(SparseConfig::default().validate().is_ok());
+        assert!(SparseConfig::default()
+            .with_writer_heap_bytes(1000)
+            .validate()
+            .is_err());
+        assert!(SparseConfig::default()
+            .with_max_token_bytes(0)
+            .validate()
+            .is_err());
+        let c: SparseConfig = serde_json::from_str(r#"{"remove_stop_words": false}"#).unwrap();
+        assert!(!c.remove_stop_words);
+        assert_eq!(c.max_token_bytes, 40);
+    }
+}

@@ -1,0 +1,394 @@
+//! M2, sparse BM25 over a flat store (*Harness the Memory*, §M2).
+//!
+//! **Write**: each event's rendered text ([`Event::render`]) becomes one
+//! tantivy document, analysed by a simple tokenizer, a long-token filter,
+//! lower-casing and tantivy's English stop-word list. **Read**: the query's
+//! [`Query::retrieval_text`] goes through the same analyzer; its distinct
+//! terms become `SHOULD` term queries inside a `MUST` namespace filter (built
+//! by hand, never by tantivy's query parser, so quotes, colons, parentheses,
+//! `AND` or any unicode in user text cannot make a read fail). The BM25 top-k
+//! is rendered in time order under [`Query::allowance`]
+//! ([`PackPolicy::SkipUnfit`]); ties go to the newer unit.
+//!
+//! **BM25**: tantivy 0.27 scores `idf · (k1 + 1) · tf / (tf + k1 · (1 − b +
+//! b · dl / avgdl))` with `idf = ln(1 + (N − n + 0.5) / (n + 0.5))`, `k1 = 1.2`
+//! and `b = 0.75` (constants in `tantivy/src/query/bm25.rs`; the test
+//! `bm25_matches_hand_computed_scores` checks them). `N`, `n` and `avgdl`
+//! are the **namespace's own** (see [`analyzer`](self)), so one tenant's
+//! ranking never depends on another's writes. Document lengths go through
+//! tantivy's one-byte field norms, which are exact up to 40 tokens.
+//!
+//! **Storage**: one RAM index serves every namespace; the text is kept in a
+//! side map (not stored in tantivy). `persist` writes a fresh on-disk index;
+//! `restore` opens it mmapped and read-only; the first write or forget after
+//! that moves it back to RAM by re-indexing the side map.
+//!
+//! **Deviation from the paper**: none in method; every write commits, so a
+//! read sees every finished write (large batches amortise the commit).
+
+mod analyzer;
+mod config;
+mod index;
+mod persist;
+
+pub use config::{SparseConfig, MIN_WRITER_HEAP_BYTES};
+
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+use submem_core::{
+    render_in_time_order, Error, Event, Family, Footprint, Forget, MethodId, Namespace, PackPolicy,
+    Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+};
+use tantivy::tokenizer::TextAnalyzer;
+
+use crate::error::FlatResult;
+use crate::lock;
+use crate::unit::{exists_in, tokens_u32, validate_batch, StoredUnit};
+use analyzer::{build_analyzer, tokens, NsStats};
+use index::{Backing, TantivyIndex};
+
+/// Method id used in errors.
+const METHOD: &str = "M2";
+
+/// One namespace's side map and BM25 statistics.
+#[derive(Debug, Default)]
+struct SparseNs {
+    units: BTreeMap<u64, StoredUnit>,
+    ids: HashMap<String, u64>,
+    next_position: u64,
+    stats: NsStats,
+}
+
+impl SparseNs {
+    fn insert(&mut self, unit: StoredUnit, analyzer: &mut TextAnalyzer) {
+        self.stats.add(&tokens(analyzer, &unit.text));
+        self.next_position = self.next_position.max(unit.position + 1);
+        self.ids.insert(unit.source_id.clone(), unit.position);
+        self.units.insert(unit.position, unit);
+    }
+
+    fn remove(&mut self, source_id: &str, analyzer: &mut TextAnalyzer) -> bool {
+        let Some(pos) = self.ids.remove(source_id) else {
+            return false;
+        };
+        if let Some(unit) = self.units.remove(&pos) {
+            self.stats.remove(&tokens(analyzer, &unit.text));
+        }
+        true
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        let units: u64 = self.units.values().map(|u| u.heap_bytes() + 16).sum();
+        let ids: u64 = self.ids.keys().map(|k| (k.capacity() + 40) as u64).sum();
+        units + ids + self.stats.heap_bytes()
+    }
+
+    fn stored_tokens(&self) -> u64 {
+        self.units.values().map(|u| u64::from(u.tokens)).sum()
+    }
+}
+
+struct State {
+    index: TantivyIndex,
+    spaces: HashMap<Namespace, SparseNs>,
+    analyzer: TextAnalyzer,
+}
+
+impl State {
+    /// Moves a read-only (restored, mmapped) index to RAM before a change.
+    fn ensure_writable(&mut self, cfg: &SparseConfig) -> FlatResult<()> {
+        if self.index.backing() == &Backing::Ram {
+            return Ok(());
+        }
+        tracing::debug!("moving the restored index to RAM before its first change");
+        let mut ram = TantivyIndex::new_ram(cfg)?;
+        ram.add(
+            self.spaces
+                .iter()
+                .flat_map(|(ns, s)| s.units.values().map(move |u| (ns.as_str(), u))),
+        )?;
+        self.index = ram;
+        Ok(())
+    }
+}
+
+/// M2: BM25 top-k retrieval over every stored unit.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> submem_core::Result<()> {
+/// use submem_core::{test_utils::test_services, Event, Namespace, Query, Substrate, Turn};
+/// use submem_flat::{SparseConfig, SparseMemory};
+/// let m2 = SparseMemory::new(test_services(None), SparseConfig::default())?;
+/// let ns = Namespace::new("alice")?;
+/// let turn = |id: &str, text: &str| Event::Turn(Turn {
+///     session_id: "s1".into(), session_date: None, speaker: "Alice".into(),
+///     text: text.into(), source_id: id.into(),
+/// });
+/// m2.write(&ns, &[turn("D1:1", "I parked on level 3."), turn("D1:2", "Lunch was great.")]).await?;
+/// let recall = m2.read(&Query::question(ns, "Where (level?) did I park: \"car\"", 4096)).await?;
+/// assert_eq!(recall.source_ids().next(), Some("D1:1"));
+/// # Ok(()) }
+/// ```
+pub struct SparseMemory {
+    services: Services,
+    config: SparseConfig,
+    state: RwLock<State>,
+    disk_bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for SparseMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SparseMemory")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SparseMemory {
+    /// A new, empty sparse memory (RAM index); uses `services.tokens` only.
+    pub fn new(services: Services, config: SparseConfig) -> Result<Self> {
+        config
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let index = TantivyIndex::new_ram(&config).map_err(|e| e.into_core(METHOD, "new"))?;
+        let analyzer = build_analyzer(&config);
+        Ok(SparseMemory {
+            services,
+            config,
+            state: RwLock::new(State {
+                index,
+                spaces: HashMap::new(),
+                analyzer,
+            }),
+            disk_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &SparseConfig {
+        &self.config
+    }
+
+    /// The distinct analysed terms of `text` (what a read searches for).
+    pub fn analyze(&self, text: &str) -> Vec<String> {
+        let mut analyzer = build_analyzer(&self.config);
+        let mut terms = tokens(&mut analyzer, text);
+        terms.sort_unstable();
+        terms.dedup();
+        terms
+    }
+}
+
+#[async_trait]
+impl Substrate for SparseMemory {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::M2,
+            family: Family::Flat,
+            name: "sparse-bm25".into(),
+            needs_llm: false,
+            training_free: true,
+        }
+    }
+
+    #[tracing::instrument(name = "m2.write", skip_all, fields(ns = %namespace, events = events.len()))]
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        if events.is_empty() {
+            return Ok(WriteReport::default());
+        }
+        {
+            let state = lock::read(&self.state, METHOD, "write")?;
+            validate_batch(
+                events,
+                exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
+            )?;
+        }
+        let texts: Vec<String> = events.iter().map(Event::render).collect();
+        let counts: Vec<u32> = texts
+            .iter()
+            .map(|t| tokens_u32(self.services.tokens.count(t)))
+            .collect();
+
+        let mut guard = lock::write(&self.state, METHOD, "write")?;
+        let state = &mut *guard;
+        // Another task may have written the same ids since validation.
+        validate_batch(
+            events,
+            exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
+        )?;
+        state
+            .ensure_writable(&self.config)
+            .map_err(|e| e.into_core(METHOD, "write"))?;
+        let first = state.spaces.get(namespace).map_or(0, |s| s.next_position);
+        let units: Vec<StoredUnit> = events
+            .iter()
+            .zip(texts)
+            .zip(counts)
+            .enumerate()
+            .map(|(i, ((e, text), tokens))| StoredUnit {
+                source_id: e.source_id().to_string(),
+                text,
+                position: first + i as u64,
+                tokens,
+            })
+            .collect();
+        state
+            .index
+            .add(units.iter().map(|u| (namespace.as_str(), u)))
+            .map_err(|e| e.into_core(METHOD, "write"))?;
+        let space = state.spaces.entry(namespace.clone()).or_default();
+        for unit in units {
+            space.insert(unit, &mut state.analyzer);
+        }
+        Ok(WriteReport {
+            events: events.len(),
+            units: events.len(),
+        })
+    }
+
+    #[tracing::instrument(name = "m2.read", skip_all, fields(ns = %query.namespace, k = query.top_k))]
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        query.validate()?;
+        let ranked: Vec<RankedUnit> = {
+            let state = lock::read(&self.state, METHOD, "read")?;
+            let Some(space) = state.spaces.get(&query.namespace) else {
+                return Ok(Recall::empty());
+            };
+            let mut analyzer = state.analyzer.clone();
+            let mut terms = tokens(&mut analyzer, &query.retrieval_text());
+            terms.sort_unstable();
+            terms.dedup();
+            terms.retain(|t| space.stats.df(t) > 0);
+            let hits = state
+                .index
+                .search(query.namespace.as_str(), &terms, query.top_k, &space.stats)
+                .map_err(|e| e.into_core(METHOD, "read"))?;
+            hits.into_iter()
+                .filter_map(|(score, position)| {
+                    let unit = space.units.get(&position);
+                    if unit.is_none() {
+                        tracing::warn!(position, "index hit has no unit in the side map");
+                    }
+                    unit.map(|u| RankedUnit {
+                        position,
+                        source_id: u.source_id.clone(),
+                        text: u.text.clone(),
+                        score,
+                    })
+                })
+                .collect()
+        };
+        Ok(render_in_time_order(
+            &ranked,
+            &*self.services.tokens,
+            query.allowance(),
+            PackPolicy::SkipUnfit,
+        ))
+    }
+
+    fn footprint(&self) -> Footprint {
+        let mut fp = Footprint {
+            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            ..Footprint::default()
+        };
+        if let Ok(state) = self.state.read() {
+            if state.index.backing() == &Backing::Ram {
+                fp.memory_bytes += state.index.index_bytes();
+            }
+            for space in state.spaces.values() {
+                fp.memory_bytes += space.memory_bytes();
+                fp.stored_tokens += space.stored_tokens();
+            }
+        }
+        fp.input_tokens = fp.stored_tokens;
+        fp
+    }
+
+    #[tracing::instrument(name = "m2.persist", skip_all, fields(dir = %dir.display()))]
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let state = lock::read(&self.state, METHOD, "persist")?;
+        let bytes = persist::save(dir, &self.config, &state.index, &state.spaces)?;
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "m2.restore", skip_all, fields(dir = %dir.display()))]
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        let mut analyzer = build_analyzer(&self.config);
+        let (index, saved, bytes) = persist::load(dir, &self.config)?;
+        let mut spaces = HashMap::with_capacity(saved.len());
+        for (ns, next_position, units) in saved {
+            let mut space = SparseNs {
+                next_position,
+                ..SparseNs::default()
+            };
+            for unit in units {
+                if space.ids.contains_key(&unit.source_id)
+                    || space.units.contains_key(&unit.position)
+                {
+                    return Err(Error::store(
+                        dir,
+                        format!("namespace {ns} repeats source id {:?}", unit.source_id),
+                    ));
+                }
+                space.insert(unit, &mut analyzer);
+            }
+            spaces.insert(ns, space);
+        }
+        let mut state = lock::write(&self.state, METHOD, "restore")?;
+        state.index = index;
+        state.spaces = spaces;
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "m2.forget", skip_all, fields(ns = %target.namespace()))]
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        let mut guard = lock::write(&self.state, METHOD, "forget")?;
+        let state = &mut *guard;
+        let ns = target.namespace();
+        let Some(space) = state.spaces.get(ns) else {
+            return Ok(0);
+        };
+        match target {
+            Forget::Namespace(_) => {
+                let n = space.units.len();
+                state
+                    .ensure_writable(&self.config)
+                    .and_then(|()| state.index.delete_namespace(ns.as_str()))
+                    .map_err(|e| e.into_core(METHOD, "forget"))?;
+                state.spaces.remove(ns);
+                Ok(n)
+            }
+            Forget::Sources { source_ids, .. } => {
+                let present: Vec<&str> = source_ids
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|id| space.ids.contains_key(*id))
+                    .collect();
+                if present.is_empty() {
+                    return Ok(0);
+                }
+                let present: Vec<String> = present.into_iter().map(str::to_string).collect();
+                let refs: Vec<&str> = present.iter().map(String::as_str).collect();
+                state
+                    .ensure_writable(&self.config)
+                    .and_then(|()| state.index.delete_sources(ns.as_str(), &refs))
+                    .map_err(|e| e.into_core(METHOD, "forget"))?;
+                let mut n = 0;
+                if let Some(space) = state.spaces.get_mut(ns) {
+                    for id in &present {
+                        if space.remove(id, &mut state.analyzer) {
+                            n += 1;
+                        }
+                    }
+                }
+                Ok(n)
+            }
+        }
+    }
+}

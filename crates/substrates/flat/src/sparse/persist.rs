@@ -1,0 +1,123 @@
+//! On-disk form of the sparse substrate: a real tantivy index under `index/`
+//! (written fresh from the side map into `index.tmp/`, then renamed into
+//! place), `sparse.json` with every namespace's units and next position, and
+//! the manifest, written last.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::Path;
+use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::{Error, Namespace, Result};
+
+use super::config::SparseConfig;
+use super::index::{Backing, TantivyIndex};
+use super::SparseNs;
+use crate::unit::{dir_bytes, StoredUnit};
+
+/// Manifest name of this store.
+pub(crate) const MANIFEST_NAME: &str = "M2 sparse-bm25";
+/// Format version of the files below.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+const STATE_FILE: &str = "sparse.json";
+const INDEX_DIR: &str = "index";
+const INDEX_TMP_DIR: &str = "index.tmp";
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    namespaces: Vec<NsState>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct NsState {
+    namespace: Namespace,
+    next_position: u64,
+    units: Vec<StoredUnit>,
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn remove_dir_if_exists(path: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Writes the index and side map under `dir`; returns the bytes on disk.
+pub(crate) fn save(
+    dir: &Path,
+    cfg: &SparseConfig,
+    index: &TantivyIndex,
+    spaces: &HashMap<Namespace, SparseNs>,
+) -> Result<u64> {
+    begin_persist(dir)?;
+    let target = dir.join(INDEX_DIR);
+    // A restored index that has not changed since is already what we would
+    // write; rewriting it would delete the files it is mmapped from.
+    let unchanged = matches!(index.backing(), Backing::Mmap(p) if same_dir(p, &target));
+    if !unchanged {
+        let tmp = dir.join(INDEX_TMP_DIR);
+        remove_dir_if_exists(&tmp)?;
+        let mut names: Vec<&Namespace> = spaces.keys().collect();
+        names.sort();
+        let docs = names
+            .into_iter()
+            .flat_map(|ns| spaces[ns].units.values().map(move |u| (ns.as_str(), u)));
+        TantivyIndex::create_on_disk(&tmp, cfg, docs)
+            .map_err(|e| e.into_core(super::METHOD, "persist"))?;
+        remove_dir_if_exists(&target)?;
+        std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+    }
+    let mut namespaces: Vec<NsState> = spaces
+        .iter()
+        .map(|(ns, s)| NsState {
+            namespace: ns.clone(),
+            next_position: s.next_position,
+            units: s.units.values().cloned().collect(),
+        })
+        .collect();
+    namespaces.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    write_json(&dir.join(STATE_FILE), &State { namespaces })?;
+    write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+    Ok(dir_bytes(dir))
+}
+
+/// Saved namespaces: name, next position, units.
+pub(crate) type Saved = Vec<(Namespace, u64, Vec<StoredUnit>)>;
+
+/// Opens what [`save`] wrote: the index mmapped read-only, and the side map.
+pub(crate) fn load(dir: &Path, cfg: &SparseConfig) -> Result<(TantivyIndex, Saved, u64)> {
+    check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+    let state: State = read_json(&dir.join(STATE_FILE))?;
+    let path = dir.join(INDEX_DIR);
+    if !path.is_dir() {
+        return Err(Error::store(
+            &path,
+            "index directory is missing (torn store?)",
+        ));
+    }
+    let index = TantivyIndex::open_mmap(&path, cfg)
+        .map_err(|e| Error::store(&path, format!("cannot open the tantivy index: {e}")))?;
+    let units: u64 = state.namespaces.iter().map(|n| n.units.len() as u64).sum();
+    if index.num_docs() != units {
+        return Err(Error::store(
+            &path,
+            format!(
+                "index holds {} documents but {STATE_FILE} lists {units} units",
+                index.num_docs()
+            ),
+        ));
+    }
+    let saved = state
+        .namespaces
+        .into_iter()
+        .map(|n| (n.namespace, n.next_position, n.units))
+        .collect();
+    Ok((index, saved, dir_bytes(dir)))
+}

@@ -1,0 +1,24 @@
+//! The one error type of `submem-kv`, converted into [`submem_core::Error`] at
+//! the [`submem_core::Substrate`] boundary.
+
+use submem_core::{BoxError, Error};
+
+/// Errors raised inside the activation substrates (M10).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KvError {
+    /// A lock was poisoned by a panic in another thread.
+    #[error("internal lock poisoned by an earlier panic")]
+    Poisoned,
+
+    /// A setting is out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl KvError {
+    /// Wraps the error as a failure of `operation` inside substrate `method`.
+    pub fn into_core(self, method: &str, operation: &'static str) -> Error {
+        Error::substrate(method, operation, BoxError::from(self))
+    }
+}
