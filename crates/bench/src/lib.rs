@@ -22,6 +22,7 @@ pub mod metrics;
 pub use dataset::{Conversation, Dataset, DatasetKind, HistorySource, Question, QuestionKind};
 pub use error::{BenchError, Result};
 pub mod baselines;
+pub mod compare;
 pub mod items;
 pub mod reader;
 pub mod registry;

@@ -46,8 +46,10 @@ fn int(x: f64) -> String {
 fn secs(x: f64) -> String {
     if x >= 10.0 {
         format!("{x:.1}")
-    } else {
+    } else if x >= 0.01 || x == 0.0 {
         format!("{x:.3}")
+    } else {
+        format!("{x:.2e}")
     }
 }
 

@@ -197,3 +197,30 @@ fn fixtures_load_through_the_dataset_entry_point() {
         .to_string();
     assert!(e.contains("missing.json"), "{e}");
 }
+
+#[tokio::test]
+async fn compare_two_substrates_from_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("nomem,recent").unwrap();
+    let out = run(
+        dataset(),
+        specs,
+        Arc::new(Registry),
+        models(false),
+        opts(dir.path()),
+    )
+    .await
+    .unwrap();
+    let c = submem_bench::compare::compare(&out.items, "recent", "nomem").unwrap();
+    assert_eq!(c.metric, "P6");
+    assert_eq!(c.pairs, 48);
+    assert_eq!(c.mean_b, 0.0);
+    assert_eq!(c.mcnemar.c, 0);
+    assert!(
+        c.bootstrap.low <= c.bootstrap.difference && c.bootstrap.difference <= c.bootstrap.high
+    );
+    assert!(submem_bench::compare::compare(&out.items, "recent", "m9")
+        .unwrap_err()
+        .to_string()
+        .contains("nomem"));
+}

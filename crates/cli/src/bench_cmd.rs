@@ -1,0 +1,388 @@
+//! `submem bench`: argument parsing, service construction and the summary
+//! printout around [`submem_bench::runner::run`].
+
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use submem_bench::dataset::synthetic::SyntheticSpec;
+use submem_bench::reader::ReaderSettings;
+use submem_bench::registry::{Registry, SubstrateSpec};
+use submem_bench::runner::{run as run_bench, Models, RunOptions};
+use submem_bench::{report, summary, Dataset, DatasetKind};
+use submem_core::{Embedder, Llm, Regime, Services};
+use submem_models::{Config, LlmKind};
+
+use crate::lazy::{LazyEmbedder, LazyLlm};
+use crate::AnyError;
+
+/// Questions the local reader answers by default (a 135M model is slow and
+/// weak: the table leads with LLM-free measures).
+pub const LOCAL_READER_SAMPLE: usize = 8;
+
+/// Which LLM plays a role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LlmChoice {
+    /// The embedded SmolLM2-135M-Instruct.
+    Local,
+    /// The OpenAI-compatible server of the configuration.
+    Openai,
+    /// No LLM.
+    None,
+}
+
+impl From<LlmChoice> for LlmKind {
+    fn from(c: LlmChoice) -> Self {
+        match c {
+            LlmChoice::Local => LlmKind::Local,
+            LlmChoice::Openai => LlmKind::Openai,
+            LlmChoice::None => LlmKind::None,
+        }
+    }
+}
+
+/// `submem bench` options.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Dataset format: locomo, longmemeval, alfworld, probes or synthetic.
+    #[arg(long, default_value = "synthetic")]
+    pub dataset: String,
+    /// Dataset file (not for synthetic).
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// Substrates, comma-separated, with optional settings: `m1,m2,flexa:ranking=hybrid,kappa=64`.
+    #[arg(long, default_value = "m1,m2,m10,flexa,nomem")]
+    pub substrates: String,
+    /// Token budgets B to sweep, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1024")]
+    pub budget: Vec<usize>,
+    /// Top-k values to sweep, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    pub k: Vec<usize>,
+    /// The reader that answers from each recall; `none` runs retrieval only.
+    #[arg(long, value_enum)]
+    pub reader: Option<LlmChoice>,
+    /// The judge (P4). Default: none on the synthetic set (SubEM is exact there), else the reader's kind.
+    #[arg(long, value_enum)]
+    pub judge: Option<LlmChoice>,
+    /// The LLM that writes memory; `none` uses rule writers and skips substrates that need an LLM.
+    #[arg(long, value_enum)]
+    pub memory_llm: Option<LlmChoice>,
+    /// Questions the reader answers in total (the same ones for every substrate), or `all`.
+    /// Default: 8 with the local reader, all otherwise.
+    #[arg(long, value_name = "N|all")]
+    pub reader_sample: Option<String>,
+    /// Questions per conversation (the first N).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Conversations (the first N).
+    #[arg(long)]
+    pub conversations: Option<usize>,
+    /// Substrate × conversation tasks run at once.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Most tokens of a reader answer.
+    #[arg(long, default_value_t = 32)]
+    pub answer_tokens: usize,
+    /// Synthetic: conversations.
+    #[arg(long, default_value_t = 2)]
+    pub synth_conversations: usize,
+    /// Synthetic: events per conversation (100 to 1,000,000).
+    #[arg(long, default_value_t = 240)]
+    pub synth_units: usize,
+    /// Synthetic: questions per conversation.
+    #[arg(long, default_value_t = 12)]
+    pub synth_questions: usize,
+    /// Synthetic: events per session (write batch).
+    #[arg(long, default_value_t = 30)]
+    pub synth_session: usize,
+    /// Synthetic: `conversational` or `agentic`.
+    #[arg(long, default_value = "conversational")]
+    pub synth_regime: String,
+    /// Synthetic: seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC.
+fn timestamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn lazy_llm(config: &Config, kind: LlmKind, role: &str) -> Option<Arc<dyn Llm>> {
+    let name = match kind {
+        LlmKind::None => return None,
+        LlmKind::Local => format!("local SmolLM2 ({role})"),
+        LlmKind::Openai => format!(
+            "openai {} ({role})",
+            config
+                .openai
+                .chat_model
+                .clone()
+                .unwrap_or_else(|| "<no model set>".into())
+        ),
+    };
+    let cfg = config.clone();
+    Some(Arc::new(LazyLlm::new(name, move || {
+        cfg.llm(kind)?
+            .ok_or_else(|| submem_models::ModelsError::Config("no LLM configured".into()))
+    })))
+}
+
+fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
+    let kind = DatasetKind::parse(&args.dataset)?;
+    if kind == DatasetKind::Synthetic {
+        if args.data.is_some() {
+            return Err(
+                "--data is not used with the synthetic dataset (it is generated; see --synth-*)"
+                    .into(),
+            );
+        }
+        let regime = match args.synth_regime.to_ascii_lowercase().as_str() {
+            "conversational" => Regime::Conversational,
+            "agentic" => Regime::Agentic,
+            other => {
+                return Err(
+                    format!("--synth-regime {other:?}: expected conversational or agentic").into(),
+                )
+            }
+        };
+        let spec = SyntheticSpec {
+            conversations: args.synth_conversations,
+            units: args.synth_units,
+            questions: args.synth_questions,
+            session_size: args.synth_session,
+            regime,
+            seed: args.seed,
+            ..SyntheticSpec::default()
+        };
+        return Ok(spec.dataset()?);
+    }
+    let path = args
+        .data
+        .as_ref()
+        .ok_or_else(|| format!("--data PATH is required for --dataset {}", kind.name()))?;
+    if !path.exists() {
+        return Err(format!("data file {} not found", path.display()).into());
+    }
+    Ok(Dataset::load(kind, path)?)
+}
+
+/// Runs `submem bench`.
+pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<ExitCode, AnyError> {
+    let specs = SubstrateSpec::parse_list(&args.substrates)?;
+    let factory = Arc::new(Registry);
+    for s in &specs {
+        submem_bench::registry::SubstrateFactory::check(factory.as_ref(), s)?;
+    }
+    let dataset = load_dataset(&args)?;
+    if let Some(c) = args.memory_llm {
+        config.services.memory_llm = c.into();
+    }
+    if let Some(c) = args.reader {
+        config.services.reader = c.into();
+    }
+    let reader_kind = config.services.reader;
+    let judge_kind: LlmKind = match args.judge {
+        Some(c) => c.into(),
+        None if dataset.kind == DatasetKind::Synthetic => LlmKind::None,
+        None => reader_kind,
+    };
+    let reader_sample = match args.reader_sample.as_deref() {
+        Some("all") => None,
+        Some(n) => Some(
+            n.parse::<usize>()
+                .map_err(|e| format!("--reader-sample {n:?}: {e} (a number or `all`)"))?,
+        ),
+        None if reader_kind == LlmKind::Local => Some(LOCAL_READER_SAMPLE),
+        None => None,
+    };
+
+    let tokens = config.token_counter()?;
+    let cfg = config.clone();
+    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new(
+        format!("{:?} embedder", config.services.embedder).to_lowercase(),
+        move || cfg.embedder(),
+    ));
+    let services = Services {
+        llm: lazy_llm(&config, config.services.memory_llm, "memory"),
+        embedder,
+        tokens,
+    };
+    let reader = lazy_llm(&config, reader_kind, "reader");
+    let judge = if reader.is_some() {
+        lazy_llm(&config, judge_kind, "judge")
+    } else {
+        None
+    };
+    let models = Arc::new(Models {
+        services,
+        reader: reader.clone(),
+        judge: judge.clone(),
+    });
+
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench-out").join(timestamp()));
+    let abort_after = match std::env::var("SUBMEM_BENCH_ABORT_AFTER") {
+        Ok(v) => Some(
+            v.parse::<usize>()
+                .map_err(|e| format!("SUBMEM_BENCH_ABORT_AFTER={v:?}: {e}"))?,
+        ),
+        Err(_) => None,
+    };
+    let opts = RunOptions {
+        budgets: args.budget.clone(),
+        ks: args.k.clone(),
+        limit: args.limit,
+        conversations: args.conversations,
+        reader_sample,
+        jobs: args.jobs,
+        out: out.clone(),
+        progress: !quiet,
+        abort_after,
+        reader: ReaderSettings {
+            max_answer_tokens: args.answer_tokens,
+        },
+    };
+    opts.validate()?;
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let run_info = serde_json::json!({
+        "dataset": dataset.name,
+        "data": args.data,
+        "substrates": specs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "budgets": args.budget,
+        "k": args.k,
+        "reader": reader.as_ref().map(|r| r.name().to_string()),
+        "judge": judge.as_ref().map(|r| r.name().to_string()),
+        "memory_llm": models.services.llm.as_ref().map(|r| r.name().to_string()),
+        "reader_sample": reader_sample,
+        "limit": args.limit,
+        "conversations": args.conversations,
+        "seed": args.seed,
+    });
+    std::fs::write(
+        out.join("run.json"),
+        serde_json::to_string_pretty(&run_info)?,
+    )?;
+
+    let w = &dataset.warnings;
+    let mut notes = vec![format!(
+        "dataset {}: {} conversations, {} questions{}",
+        dataset.name,
+        dataset.conversations.len(),
+        dataset.question_count(),
+        args.limit
+            .map(|l| format!(" (first {l} per conversation asked)"))
+            .unwrap_or_default()
+    )];
+    if !w.is_empty() {
+        notes.push(format!(
+            "load warnings: {} malformed evidence strings, {} evidence ids naming no turn, {} other (see run log)",
+            w.malformed_evidence.len(),
+            w.unknown_evidence.len(),
+            w.notes.len()
+        ));
+        for m in w
+            .malformed_evidence
+            .iter()
+            .chain(&w.unknown_evidence)
+            .chain(&w.notes)
+            .take(20)
+        {
+            tracing::warn!("{m}");
+        }
+    }
+    notes.push(match (&reader, reader_sample) {
+        (None, _) => "reader: none (retrieval only: answer metrics and E2 are n/a)".into(),
+        (Some(r), Some(n)) => format!("reader: {} on a sample of {n} questions", r.name()),
+        (Some(r), None) => format!("reader: {} on every question", r.name()),
+    });
+    notes.push(match &judge {
+        Some(j) => format!("judge: {}", j.name()),
+        None => "judge: none (P4 n/a)".into(),
+    });
+    notes.push(format!(
+        "memory LLM: {}",
+        models
+            .services
+            .llm
+            .as_ref()
+            .map_or("none (rule writers)".to_string(), |l| l.name().to_string())
+    ));
+
+    let outcome = run_bench(Arc::new(dataset), specs, factory, models, opts).await?;
+    for s in &outcome.skipped {
+        notes.push(format!("skipped {s}"));
+    }
+    for f in &outcome.failures {
+        notes.push(format!("FAILED {f}"));
+    }
+    if outcome.resumed > 0 {
+        notes.push(format!(
+            "resumed: {} items were already done, {} added",
+            outcome.resumed, outcome.new_items
+        ));
+    }
+    let summary = summary::summarize(&outcome.items, &outcome.writes);
+    let md = report::write_all(&out, &summary, &notes)?;
+    println!("{md}");
+    println!(
+        "results: {}/items.jsonl, summary.json, report.md, scatter.svg",
+        out.display()
+    );
+    if !outcome.failures.is_empty() {
+        eprintln!(
+            "error: {} substrate × conversation task(s) failed:",
+            outcome.failures.len()
+        );
+        for f in &outcome.failures {
+            eprintln!("  {f}");
+        }
+        return Ok(ExitCode::from(1));
+    }
+    if outcome.items.is_empty() {
+        eprintln!("error: no substrate produced results");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_shape() {
+        let t = timestamp();
+        assert_eq!(t.len(), 15);
+        assert_eq!(&t[8..9], "-");
+        assert!(t.starts_with("20"));
+    }
+}

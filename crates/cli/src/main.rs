@@ -1,0 +1,155 @@
+//! `submem`: benchmark memory substrates for LLM agents, fetch and check the
+//! embedded models, and compare two substrates of a finished run.
+//!
+//! ```text
+//! submem bench                                   # synthetic set, embedded models, prints the table
+//! submem bench --dataset locomo --data locomo10.json --substrates m1,m2,m10,flexa \
+//!              --budget 2048,4096 --k 5,10 --reader none --out runs/locomo
+//! submem models fetch | check
+//! submem compare --out runs/locomo m2 flexa
+//! ```
+//!
+//! Errors print as a readable chain on stderr with a non-zero exit code.
+
+mod bench_cmd;
+mod lazy;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+/// Pluggable memory substrates for LLM agents: benchmark, models, comparisons.
+#[derive(Debug, Parser)]
+#[command(name = "submem", version, about, long_about = None)]
+struct Cli {
+    /// TOML configuration (models, OpenAI server, services); SUBMEM_* variables override it.
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// More logs on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors on stderr, and no progress bar.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run substrates on a dataset and report performance and efficiency metrics.
+    Bench(Box<bench_cmd::BenchArgs>),
+    /// Fetch or check the embedded models.
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
+    /// Compare two substrates of a finished run (exact McNemar + paired bootstrap).
+    Compare {
+        /// The run directory (holding items.jsonl).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// First substrate, as written in the run (e.g. `flexa:kappa=64`).
+        a: String,
+        /// Second substrate.
+        b: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelsAction {
+    /// Fetch both local models into the cache and print their paths.
+    Fetch,
+    /// Load both models; print dimensions, a sample generation and speeds.
+    Check,
+}
+
+/// The error type of the binary: any error, printed with its chain.
+type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+fn init_tracing(verbose: u8, quiet: bool) {
+    let default = if quiet {
+        "error"
+    } else {
+        match verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter = EnvFilter::try_from_env("SUBMEM_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    submem_bench::runner::error_chain(e)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose, cli.quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", chain(e.as_ref()));
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
+    let config = submem_models::Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Bench(args) => bench_cmd::run(*args, config, cli.quiet).await,
+        Command::Models {
+            action: ModelsAction::Fetch,
+        } => {
+            let paths =
+                tokio::task::spawn_blocking(move || submem_models::fetch_models(&config)).await??;
+            for p in paths {
+                println!("{}", p.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Models {
+            action: ModelsAction::Check,
+        } => {
+            let check = submem_models::check_models(&config).await?;
+            print!("{check}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare { out, a, b } => {
+            let path = out.join("items.jsonl");
+            if !path.exists() {
+                return Err(format!(
+                    "{} not found: is {} a `submem bench` output directory?",
+                    path.display(),
+                    out.display()
+                )
+                .into());
+            }
+            let items: Vec<submem_bench::items::ItemRecord> =
+                submem_bench::items::read_jsonl(&path)?;
+            let c = submem_bench::compare::compare(&items, &a, &b)?;
+            println!("{c}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
