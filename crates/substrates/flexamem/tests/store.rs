@@ -1,0 +1,317 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+//! Durability (torn tails), forgetting, units, record-writer failures and write cost.
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use submem_core::test_utils::{test_services, FailingLlm, ScriptedLlm};
+use submem_core::{
+    Event, Forget, Llm, Meter, MeteredSubstrate, Namespace, Query, Resolution, Step, Substrate,
+    Turn,
+};
+use submem_flexamem::{FlexaConfig, FlexaMem, RecoveryMode, LOG_FILE};
+
+fn ns(s: &str) -> Namespace {
+    Namespace::new(s).unwrap()
+}
+
+fn json_llm() -> Arc<ScriptedLlm> {
+    Arc::new(ScriptedLlm::from_fn(|req| {
+        let prompt = &req.messages[1].content;
+        if prompt.contains("Merge these") {
+            Ok("a merged record".into())
+        } else {
+            Ok(format!(
+                r#"{{"record": "{}", "keywords": ["k"], "tags": ["t"], "description": "d"}}"#,
+                ["something happened"; 30].join(" ")
+            ))
+        }
+    }))
+}
+
+#[tokio::test]
+async fn torn_tail_keeps_every_earlier_unit_and_appending_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ns("d");
+    let events = common::trajectory("t", 60, 100, 3);
+    let before = {
+        let m = FlexaMem::open(dir.path(), test_services(None), FlexaConfig::default()).unwrap();
+        for chunk in events.chunks(5) {
+            m.write(&a, chunk).await.unwrap();
+        }
+        m.raw_units(&a)
+    };
+    let log = dir.path().join(LOG_FILE);
+    let full = std::fs::read(&log).unwrap();
+    for cut in [1usize, 7, 100, 900, 3000] {
+        std::fs::write(&log, &full[..full.len() - cut]).unwrap();
+        let m = FlexaMem::open(dir.path(), test_services(None), FlexaConfig::default()).unwrap();
+        let after = m.raw_units(&a);
+        // Every unit but the one being written is byte-identical.
+        assert!(
+            after.len() >= before.len() - 1,
+            "cut {cut}: lost whole units"
+        );
+        for (x, y) in after.iter().zip(&before).take(after.len() - 1) {
+            assert_eq!(x, y, "cut {cut}");
+        }
+        let last = after.len() - 1;
+        assert!(before[last].starts_with(after[last].as_str()), "cut {cut}");
+        // The store accepts new events after the torn tail.
+        let extra = vec![Event::Step(Step {
+            step: 999,
+            action: "look".into(),
+            observation: "after the crash".into(),
+            source_id: format!("x:{cut}"),
+        })];
+        m.write(&a, &extra).await.unwrap();
+        drop(m);
+        let m = FlexaMem::open(dir.path(), test_services(None), FlexaConfig::default()).unwrap();
+        assert!(m.raw_units(&a).last().unwrap().ends_with("after the crash"));
+        std::fs::write(&log, &full).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn reopen_continues_and_renders_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ns("r");
+    let q = Query::question(a.clone(), "violin museum", 1024);
+    let text = {
+        let m = FlexaMem::open(
+            dir.path(),
+            test_services(Some(json_llm())),
+            FlexaConfig::default(),
+        )
+        .unwrap();
+        m.write(&a, &common::conversation("c", 10, 20, 30, 5))
+            .await
+            .unwrap();
+        m.manage().await.unwrap();
+        m.read(&q).await.unwrap().text
+    };
+    let m = FlexaMem::open(
+        dir.path(),
+        test_services(Some(json_llm())),
+        FlexaConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(m.read(&q).await.unwrap().text, text);
+    let s = m.stats();
+    assert_eq!(s.llm_merges, 0, "merged records are persisted and reused");
+    assert!(s.merge_cache_hits > 0);
+}
+
+#[tokio::test]
+async fn forgetting_one_event_of_a_unit_removes_its_text_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ns("f");
+    let mut events = common::conversation("c", 12, 20, 30, 8);
+    let secret = "zanzibarite quetzal marker";
+    if let Event::Turn(t) = &mut events[45] {
+        t.text = format!("my secret is {secret}");
+    }
+    let target = events[45].source_id().to_string();
+    let m = FlexaMem::open(
+        dir.path(),
+        test_services(Some(json_llm())),
+        FlexaConfig::default(),
+    )
+    .unwrap();
+    m.write(&a, &events).await.unwrap();
+    m.manage().await.unwrap();
+    let q = Query::question(a.clone(), "what is my secret zanzibarite", 1024);
+    assert!(m.read(&q).await.unwrap().text.contains("zanzibarite"));
+    let units_before = m.raw_units(&a).len();
+    let n = m
+        .forget(&Forget::Sources {
+            namespace: a.clone(),
+            source_ids: vec![target.clone()],
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    // The unit is re-cut: same number of units, the others' text intact.
+    assert_eq!(m.raw_units(&a).len(), units_before);
+    assert!(m.raw_units(&a).iter().all(|r| !r.contains(secret)));
+    m.manage().await.unwrap();
+    for b in [512, 1024, 4096, 16384, 65536] {
+        // Piece recovery (question) and unit recovery (agentic query).
+        for q in [
+            Query::question(a.clone(), "what is my secret zanzibarite", b),
+            Query::agentic(a.clone(), "what is my secret zanzibarite", "secret", b),
+        ] {
+            let r = m.read(&q).await.unwrap();
+            assert!(!r.text.contains("zanzibarite"), "budget {b}");
+            assert!(r.source_ids().all(|s| s != target));
+        }
+    }
+    // The neighbours of the forgotten turn are still there, verbatim.
+    let neighbour = events[44].render();
+    let r = m
+        .read(&Query::question(a.clone(), "q", 65536))
+        .await
+        .unwrap();
+    assert!(r.text.contains(&neighbour));
+    // Compaction removed the text from the log on disk.
+    let bytes = std::fs::read(dir.path().join(LOG_FILE)).unwrap();
+    assert!(!String::from_utf8_lossy(&bytes).contains("zanzibarite"));
+    // And it stays forgotten after reopening.
+    drop(m);
+    let m = FlexaMem::open(
+        dir.path(),
+        test_services(Some(json_llm())),
+        FlexaConfig::default(),
+    )
+    .unwrap();
+    assert!(m.raw_units(&a).iter().all(|r| !r.contains(secret)));
+}
+
+#[tokio::test]
+async fn agent_units_pack_to_the_limit_and_sessions_make_units() {
+    let m = FlexaMem::new(test_services(None), FlexaConfig::default()).unwrap();
+    let a = ns("u");
+    // Steps of ~300 whitespace tokens: three fit in 1,000, the fourth opens a unit.
+    let steps: Vec<Event> = (1..=7)
+        .map(|i| {
+            Event::Step(Step {
+                step: i,
+                action: "read".into(),
+                observation: vec!["word"; 295].join(" "),
+                source_id: format!("s:{i}"),
+            })
+        })
+        .collect();
+    for e in &steps {
+        m.write(&a, std::slice::from_ref(e)).await.unwrap();
+    }
+    assert_eq!(m.raw_units(&a).len(), 3);
+    let c = ns("conv");
+    let report = m
+        .write(&c, &common::conversation("c", 3, 8, 10, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.units, 3, "one unit per session when it fits");
+    // A long session is cut at turns of its opening speaker.
+    let long: Vec<Event> = (0..20)
+        .map(|i| {
+            Event::Turn(Turn {
+                session_id: "s".into(),
+                session_date: None,
+                speaker: if i % 2 == 0 { "user" } else { "assistant" }.into(),
+                text: vec!["w"; 300].join(" "),
+                source_id: format!("l:{i}"),
+            })
+        })
+        .collect();
+    let l = ns("long");
+    m.write(&l, &long).await.unwrap();
+    let units = m.raw_units(&l);
+    assert!(units.len() >= 3);
+    for u in &units {
+        assert!(u.starts_with("user:"), "units begin at user turns");
+    }
+}
+
+#[tokio::test]
+async fn failing_or_hopeless_llm_falls_back_to_the_rule_writer() {
+    let a = ns("x");
+    let events = common::trajectory("t", 40, 100, 2);
+    let m = FlexaMem::new(
+        test_services(Some(Arc::new(FailingLlm))),
+        FlexaConfig::default(),
+    )
+    .unwrap();
+    m.write(&a, &events).await.unwrap();
+    m.manage().await.unwrap();
+    let units = m.raw_units(&a).len() as u64;
+    let s = m.stats();
+    assert_eq!(s.record_llm_failures, units);
+    assert_eq!(s.rule_fallbacks, units);
+    assert!(m
+        .read(&Query::agentic(a.clone(), "t", "n", 1024))
+        .await
+        .is_ok());
+
+    let hopeless = Arc::new(ScriptedLlm::new(vec![
+        "I am sorry, I cannot do that.".into(),
+        "```json\n{'record': 'sloppy but fine', 'keywords': 'a, b',}\n```".into(),
+    ]));
+    let m = FlexaMem::new(test_services(Some(hopeless)), FlexaConfig::default()).unwrap();
+    m.write(&a, &events).await.unwrap();
+    m.manage().await.unwrap();
+    let s = m.stats();
+    assert_eq!(s.hopeless_json, 1);
+    assert_eq!(s.json_repairs, m.raw_units(&a).len() as u64 - 1);
+    assert_eq!(s.llm_records, s.json_repairs);
+}
+
+#[tokio::test]
+async fn write_costs_one_call_per_unit_and_one_per_merge() {
+    let llm = json_llm();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let meter = Meter::new();
+    let services = meter.wrap_services(&test_services(Some(llm.clone() as Arc<dyn Llm>)));
+    let m = MeteredSubstrate::new(
+        FlexaMem::new(services, FlexaConfig::default()).unwrap(),
+        meter.clone(),
+    );
+    let a = ns("cost");
+    let events = common::trajectory("t", 120, 100, 4);
+    for chunk in events.chunks(3) {
+        m.write(&a, chunk).await.unwrap();
+        calls.fetch_add(1, Ordering::SeqCst);
+    }
+    m.manage().await.unwrap();
+    let units = m.inner().raw_units(&a).len() as u64;
+    let snap = meter.snapshot();
+    assert_eq!(snap.write.llm_calls + snap.manage.llm_calls, units);
+    let q = Query::agentic(a.clone(), "open the drawer", "You see a drawer", 1024);
+    m.read(&q).await.unwrap();
+    let merges = m.inner().stats().llm_merges;
+    assert!(merges > 0, "a 1k budget over this history must merge");
+    assert_eq!(meter.snapshot().read.llm_calls, merges);
+    // A second read reuses the merged records: no new calls.
+    m.read(&q).await.unwrap();
+    assert_eq!(meter.snapshot().read.llm_calls, merges);
+    let w = meter.snapshot().write;
+    eprintln!(
+        "units {units}, write calls {}, tokens per unit: {:.1} in + {:.1} out; merges {merges}",
+        w.llm_calls,
+        w.input_tokens as f64 / w.llm_calls.max(1) as f64,
+        w.output_tokens as f64 / w.llm_calls.max(1) as f64
+    );
+    assert_eq!(llm.requests().len() as u64, units + merges);
+}
+
+#[tokio::test]
+async fn sources_are_most_relevant_first_with_resolutions() {
+    let m = FlexaMem::new(
+        test_services(None),
+        FlexaConfig::default().with_mode(RecoveryMode::Piece),
+    )
+    .unwrap();
+    let a = ns("s");
+    let mut events = common::conversation("c", 10, 20, 30, 21);
+    if let Event::Turn(t) = &mut events[77] {
+        t.text = "the zanzibarite key is under the blue mat".into();
+    }
+    m.write(&a, &events).await.unwrap();
+    m.manage().await.unwrap();
+    let r = m
+        .read(&Query::question(
+            a.clone(),
+            "where is the zanzibarite key",
+            1024,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.sources[0].source_id, events[77].source_id());
+    assert!(r.sources[0].resolution >= Resolution::Excerpt);
+    assert!(r.text.contains("the zanzibarite key is under the blue mat"));
+    assert!(r
+        .sources
+        .iter()
+        .skip(1)
+        .any(|s| s.resolution == Resolution::Record));
+}
