@@ -1,10 +1,14 @@
 //! Substrates built by name, so that a run is described by strings such as
 //! `m1,m2,m10,flexa:ranking=hybrid,kappa=64`.
 //!
-//! | name | aliases | substrate |
-//! |---|---|---|
-//! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row |
-//! | `recent` | `window` | [`RecentWindow`], newest events that fit |
+//! | name | aliases | substrate | settings |
+//! |---|---|---|---|
+//! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch` |
+//! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
+//! | `m10` | `full` | [`submem_kv::FullContext`] | — |
+//! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
+//! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
+//! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
 //! Settings follow a colon as comma-separated `key=value` pairs. In a list,
 //! a piece with `=` but no `:` continues the previous substrate's settings, so
@@ -14,6 +18,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use submem_core::{Services, Substrate};
+use submem_flat::{DenseConfig, DenseMemory, SparseConfig, SparseMemory};
+use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
+use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
 use crate::{BenchError, Result};
@@ -158,6 +165,10 @@ pub struct Registry;
 impl Registry {
     fn canonical(name: &str) -> Option<&'static str> {
         Some(match name {
+            "m1" | "dense" => "m1",
+            "m2" | "bm25" | "sparse" => "m2",
+            "m10" | "full" | "full-context" => "m10",
+            "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -174,24 +185,172 @@ impl Registry {
 
 impl SubstrateFactory for Registry {
     fn known(&self) -> Vec<String> {
-        vec!["nomem (none)".into(), "recent (window)".into()]
+        [
+            "m1 (dense)",
+            "m2 (bm25, sparse)",
+            "m10 (full)",
+            "flexa (flexamem)",
+            "nomem (none)",
+            "recent (window)",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     fn check(&self, spec: &SubstrateSpec) -> Result<()> {
         match Self::canonical(&spec.name) {
-            Some("nomem") | Some("recent") => spec.only(&[]),
-            _ => Err(self.unknown(spec)),
+            Some("m1") => dense_config(spec).map(|_| ()),
+            Some("m2") => sparse_config(spec).map(|_| ()),
+            Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some(_) => spec.only(&[]),
+            None => Err(self.unknown(spec)),
         }
     }
 
     fn build(&self, spec: &SubstrateSpec, services: Services) -> Result<Arc<dyn Substrate>> {
         self.check(spec)?;
         Ok(match Self::canonical(&spec.name) {
+            Some("m1") => Arc::new(DenseMemory::new(services, dense_config(spec)?)?),
+            Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
+            Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
+            Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
         })
     }
+}
+
+fn dense_config(spec: &SubstrateSpec) -> Result<DenseConfig> {
+    spec.only(&[
+        "exact_threshold",
+        "m",
+        "ef_construction",
+        "ef_search",
+        "embed_batch",
+    ])?;
+    let mut c = DenseConfig::default();
+    if let Some(v) = spec.parse_setting("exact_threshold")? {
+        c = c.with_exact_threshold(v);
+    }
+    if let Some(v) = spec.parse_setting("m")? {
+        c = c.with_max_connections(v);
+    }
+    if let Some(v) = spec.parse_setting("ef_construction")? {
+        c = c.with_ef_construction(v);
+    }
+    if let Some(v) = spec.parse_setting("ef_search")? {
+        c = c.with_ef_search(v);
+    }
+    if let Some(v) = spec.parse_setting("embed_batch")? {
+        c = c.with_embed_batch(v);
+    }
+    Ok(c)
+}
+
+fn sparse_config(spec: &SubstrateSpec) -> Result<SparseConfig> {
+    spec.only(&["stopwords"])?;
+    let mut c = SparseConfig::default();
+    if let Some(v) = spec.parse_setting::<bool>("stopwords")? {
+        c = c.with_remove_stop_words(v);
+    }
+    Ok(c)
+}
+
+fn enum_setting<T>(spec: &SubstrateSpec, key: &str, options: &[(&str, T)]) -> Result<Option<T>>
+where
+    T: Copy,
+{
+    let Some(v) = spec.get(key) else {
+        return Ok(None);
+    };
+    options
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(v))
+        .map(|(_, t)| Some(*t))
+        .ok_or_else(|| BenchError::BadSetting {
+            substrate: spec.name.clone(),
+            setting: format!("{key}={v}"),
+            reason: format!(
+                "expected one of {}",
+                options
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
+
+fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
+    spec.only(&[
+        "kappa",
+        "e",
+        "seeds",
+        "k",
+        "lambda",
+        "rho",
+        "mode",
+        "ranking",
+        "unit_tokens",
+        "agent_unit_tokens",
+        "links",
+        "merge_group",
+        "record_words",
+    ])?;
+    let mut c = FlexaConfig::default();
+    if let Some(v) = spec.parse_setting("kappa")? {
+        c = c.with_piece_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("e")? {
+        c = c.with_excerpt_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("seeds")?.or(spec.parse_setting("k")?) {
+        c = c.with_seeds(v);
+    }
+    if let Some(v) = spec.parse_setting("lambda")? {
+        c = c.with_lambda(v);
+    }
+    if let Some(v) = spec.parse_setting("rho")? {
+        c = c.with_rho(v);
+    }
+    if let Some(v) = spec.parse_setting("unit_tokens")? {
+        c = c.with_conversation_unit_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("agent_unit_tokens")? {
+        c = c.with_agent_unit_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("links")? {
+        c = c.with_links(v);
+    }
+    if let Some(v) = spec.parse_setting("merge_group")? {
+        c = c.with_merge_group(v);
+    }
+    if let Some(v) = spec.parse_setting("record_words")? {
+        c = c.with_record_words(v);
+    }
+    let modes = [
+        ("auto", RecoveryMode::Auto),
+        ("unit", RecoveryMode::Unit),
+        ("piece", RecoveryMode::Piece),
+    ];
+    if let Some(m) = enum_setting(spec, "mode", &modes)? {
+        c = c.with_mode(m);
+    }
+    let rankings = [
+        ("bm25", Ranking::Bm25),
+        ("dense", Ranking::Dense),
+        ("hybrid", Ranking::Hybrid),
+    ];
+    if let Some(r) = enum_setting(spec, "ranking", &rankings)? {
+        c = c.with_ranking(r);
+    }
+    c.validate().map_err(|e| BenchError::BadSetting {
+        substrate: spec.name.clone(),
+        setting: spec.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -210,6 +369,50 @@ mod tests {
         assert!(v[2].parse_setting::<usize>("ranking").is_err());
         assert!(SubstrateSpec::parse_list(" , ").is_err());
         assert!(SubstrateSpec::parse("flexa:kappa").is_err());
+    }
+
+    #[test]
+    fn real_substrates_parse_their_settings() {
+        let s = SubstrateSpec::parse("flexa:ranking=hybrid,kappa=32,mode=piece,rho=0.4").unwrap();
+        let c = flexa_config(&s).unwrap();
+        assert_eq!(
+            (c.piece_tokens, c.ranking, c.mode),
+            (32, Ranking::Hybrid, RecoveryMode::Piece)
+        );
+        assert!((c.rho - 0.4).abs() < 1e-6);
+        let e = Registry
+            .check(&SubstrateSpec::parse("flexa:ranking=fuzzy").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bm25, dense, hybrid"), "{e}");
+        let e = Registry
+            .check(&SubstrateSpec::parse("flexa:lambda=1.5").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lambda"), "{e}");
+        assert!(Registry
+            .check(&SubstrateSpec::parse("m1:ef_search=32").unwrap())
+            .is_ok());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("bm25:stopwords=false").unwrap())
+            .is_ok());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("full").unwrap())
+            .is_ok());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("m10:x=1").unwrap())
+            .is_err());
+    }
+
+    #[test]
+    fn builds_every_known_substrate_with_test_services() {
+        let services = submem_core::test_utils::test_services(None);
+        for name in ["m1", "m2", "m10", "flexa", "nomem", "recent"] {
+            let s = Registry
+                .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
+                .unwrap();
+            assert!(!s.info().name.is_empty(), "{name}");
+        }
     }
 
     #[test]
