@@ -39,20 +39,26 @@ pub fn query_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// An inverted index over documents keyed by `K` (ordered, so results are
-/// deterministic). Each document also keeps its own term frequencies, so a
-/// few known documents can be scored without walking posting lists.
+/// An inverted index over documents keyed by `K`. Documents get dense
+/// ordinals so that scoring accumulates into a flat array; each document also
+/// keeps its own term frequencies, so a few known documents can be scored
+/// without walking posting lists. Scores are summed in sorted term order, so
+/// they are bit-for-bit deterministic.
 #[derive(Debug, Clone, Default)]
 pub struct Bm25Index<K: Ord + Copy + std::hash::Hash> {
-    postings: HashMap<String, BTreeMap<K, u32>>,
-    docs: HashMap<K, Doc>,
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    docs: Vec<Option<Doc<K>>>,
+    ordinal: HashMap<K, u32>,
+    free: Vec<u32>,
     total_length: u64,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Doc {
+#[derive(Debug, Clone)]
+struct Doc<K> {
+    key: K,
     len: u32,
-    tf: HashMap<String, u32>,
+    /// Term frequencies, sorted by term.
+    tf: Vec<(String, u32)>,
 }
 
 impl<K: Ord + Copy + std::hash::Hash> Bm25Index<K> {
@@ -60,66 +66,80 @@ impl<K: Ord + Copy + std::hash::Hash> Bm25Index<K> {
     pub fn new() -> Self {
         Bm25Index {
             postings: HashMap::new(),
-            docs: HashMap::new(),
+            docs: Vec::new(),
+            ordinal: HashMap::new(),
+            free: Vec::new(),
             total_length: 0,
         }
     }
 
     /// Number of documents.
     pub fn len(&self) -> usize {
-        self.docs.len()
+        self.ordinal.len()
     }
 
     /// Whether the index is empty.
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.ordinal.is_empty()
     }
 
     /// Adds (or replaces) document `key` with `text`.
     pub fn insert(&mut self, key: K, text: &str) {
         self.remove(key);
         let words = content_words(text);
-        let mut tf: HashMap<String, u32> = HashMap::new();
+        let mut tf: BTreeMap<String, u32> = BTreeMap::new();
         for w in &words {
             *tf.entry(w.clone()).or_default() += 1;
         }
+        let ord = match self.free.pop() {
+            Some(o) => o,
+            None => {
+                self.docs.push(None);
+                (self.docs.len() - 1) as u32
+            }
+        };
         for (w, n) in &tf {
-            self.postings.entry(w.clone()).or_default().insert(key, *n);
+            self.postings.entry(w.clone()).or_default().push((ord, *n));
         }
         self.total_length += words.len() as u64;
-        self.docs.insert(
-            key,
-            Doc {
+        if let Some(slot) = self.docs.get_mut(ord as usize) {
+            *slot = Some(Doc {
+                key,
                 len: words.len() as u32,
-                tf,
-            },
-        );
+                tf: tf.into_iter().collect(),
+            });
+        }
+        self.ordinal.insert(key, ord);
     }
 
     /// Removes document `key` if present.
     pub fn remove(&mut self, key: K) {
-        let Some(doc) = self.docs.remove(&key) else {
+        let Some(ord) = self.ordinal.remove(&key) else {
+            return;
+        };
+        let Some(doc) = self.docs.get_mut(ord as usize).and_then(Option::take) else {
             return;
         };
         self.total_length -= u64::from(doc.len);
-        for t in doc.tf.keys() {
+        for (t, _) in &doc.tf {
             if let Some(p) = self.postings.get_mut(t) {
-                p.remove(&key);
+                p.retain(|(o, _)| *o != ord);
                 if p.is_empty() {
                     self.postings.remove(t);
                 }
             }
         }
+        self.free.push(ord);
     }
 
     fn idf(&self, n: usize) -> f32 {
-        let big_n = self.docs.len() as f32;
+        let big_n = self.len() as f32;
         let n = n as f32;
         (1.0 + (big_n - n + 0.5) / (n + 0.5)).ln()
     }
 
     fn avgdl(&self) -> f32 {
-        (self.total_length as f32 / self.docs.len().max(1) as f32).max(1e-6)
+        (self.total_length as f32 / self.len().max(1) as f32).max(1e-6)
     }
 
     fn term_score(&self, idf: f32, tf: u32, dl: u32, avgdl: f32) -> f32 {
@@ -128,37 +148,56 @@ impl<K: Ord + Copy + std::hash::Hash> Bm25Index<K> {
     }
 
     /// BM25 scores of every document matching at least one of `terms` (a
-    /// deduplicated set).
-    pub fn score(&self, terms: &[String]) -> BTreeMap<K, f32> {
-        let mut out: BTreeMap<K, f32> = BTreeMap::new();
-        if self.docs.is_empty() {
-            return out;
+    /// deduplicated, sorted set), in no particular order.
+    pub fn score(&self, terms: &[String]) -> Vec<(K, f32)> {
+        if self.is_empty() {
+            return Vec::new();
         }
         let avgdl = self.avgdl();
+        let mut acc = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for t in terms {
             let Some(p) = self.postings.get(t) else {
                 continue;
             };
             let idf = self.idf(p.len());
-            for (k, &tf) in p {
-                let dl = self.docs.get(k).map_or(0, |d| d.len);
-                *out.entry(*k).or_default() += self.term_score(idf, tf, dl, avgdl);
+            for &(ord, tf) in p {
+                let Some(Some(doc)) = self.docs.get(ord as usize) else {
+                    continue;
+                };
+                let a = &mut acc[ord as usize];
+                if *a == 0.0 {
+                    touched.push(ord);
+                }
+                *a += self.term_score(idf, tf, doc.len, avgdl);
             }
         }
-        out
+        touched
+            .into_iter()
+            .filter_map(|o| {
+                let doc = self.docs.get(o as usize)?.as_ref()?;
+                Some((doc.key, acc[o as usize]))
+            })
+            .collect()
     }
 
     /// BM25 score of one document (0 when absent or unmatched).
     pub fn score_doc(&self, terms: &[String], key: K) -> f32 {
-        let Some(doc) = self.docs.get(&key) else {
+        let Some(doc) = self
+            .ordinal
+            .get(&key)
+            .and_then(|o| self.docs.get(*o as usize))
+            .and_then(Option::as_ref)
+        else {
             return 0.0;
         };
         let avgdl = self.avgdl();
         terms
             .iter()
             .filter_map(|t| {
-                let tf = *doc.tf.get(t)?;
-                let df = self.postings.get(t).map_or(1, BTreeMap::len);
+                let i = doc.tf.binary_search_by(|(w, _)| w.as_str().cmp(t)).ok()?;
+                let tf = doc.tf[i].1;
+                let df = self.postings.get(t).map_or(1, Vec::len);
                 Some(self.term_score(self.idf(df), tf, doc.len, avgdl))
             })
             .sum()
@@ -184,7 +223,7 @@ mod tests {
         ix.insert(1u32, "red key");
         ix.insert(2, "blue box blue");
         ix.insert(3, "red red red box");
-        let s = ix.score(&query_terms("red"));
+        let s: BTreeMap<u32, f32> = ix.score(&query_terms("red")).into_iter().collect();
         assert!((ix.score_doc(&query_terms("red"), 3) - s[&3]).abs() < 1e-6);
         // N = 3, n(red) = 2, avgdl = (2 + 3 + 4) / 3 = 3.
         let idf = (1.0f32 + (3.0 - 2.0 + 0.5) / (2.0 + 0.5)).ln();

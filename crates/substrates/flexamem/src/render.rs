@@ -7,6 +7,7 @@
 //! and the result is deterministic for the same store, query and budget.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use submem_core::{cosine, Query, Recall, Regime, Resolution, SourceHit, TokenCounter};
 
@@ -144,7 +145,7 @@ pub struct Ctx<'a> {
 /// The past unit as a render sees it.
 struct Past<'a> {
     u: &'a Unit,
-    record: String,
+    record: Cow<'a, str>,
     rec_tokens: usize,
     vec: &'a [f32],
     mergeable: bool,
@@ -289,7 +290,7 @@ pub fn render(ctx: &Ctx<'_>) -> Outcome {
         match &u.note {
             Some(n) => past.push(Past {
                 u,
-                record: n.record.clone(),
+                record: Cow::Borrowed(n.record.as_str()),
                 rec_tokens: u.record_tokens,
                 vec: &n.embedding,
                 mergeable: true,
@@ -302,7 +303,7 @@ pub fn render(ctx: &Ctx<'_>) -> Outcome {
                 match ctx.st.provisional.get(&key) {
                     Some(v) => past.push(Past {
                         u,
-                        record: w.record,
+                        record: Cow::Owned(w.record),
                         rec_tokens,
                         vec: v,
                         mergeable: false,
@@ -368,7 +369,8 @@ struct Renderer<'c, 'a> {
 /// The timeline after merging, with the merged lines by covered range.
 struct Built<'t> {
     tl: Timeline<'t>,
-    merged: HashMap<(usize, usize), (String, MergeKey)>,
+    merged: HashMap<(usize, usize), MergeKey>,
+    overlay: HashMap<MergeKey, String>,
     new_merges: Vec<(MergeKey, String)>,
     cache_hits: usize,
 }
@@ -388,15 +390,18 @@ impl<'c, 'a> Renderer<'c, 'a> {
             .collect()
     }
 
-    fn entry_text(
-        &self,
-        e: &Entry,
-        merged: &HashMap<(usize, usize), (String, MergeKey)>,
-    ) -> String {
+    fn entry_text(&self, e: &Entry, b: &Built<'_>) -> String {
         if e.is_merged() {
-            merged
+            b.merged
                 .get(&(e.first, e.last))
-                .map(|(t, _)| t.clone())
+                .and_then(|k| {
+                    self.ctx
+                        .st
+                        .merges
+                        .get(k)
+                        .map(|m| m.text.clone())
+                        .or_else(|| b.overlay.get(k).cloned())
+                })
                 .unwrap_or_default()
         } else {
             record_line(&self.past[e.first].record)
@@ -417,10 +422,10 @@ impl<'c, 'a> Renderer<'c, 'a> {
         let mut b = Built {
             tl: Timeline::new(tl_tokens, mergeable, cfg.merge_group, self.sep),
             merged: HashMap::new(),
+            overlay: HashMap::new(),
             new_merges: Vec::new(),
             cache_hits: 0,
         };
-        let mut overlay: HashMap<MergeKey, String> = HashMap::new();
         let mut adopted_phase = !st.adopted.is_empty();
         loop {
             let over = b.tl.tokens() as f64 > threshold;
@@ -437,19 +442,17 @@ impl<'c, 'a> Renderer<'c, 'a> {
                 continue;
             }
             b.tl = probe;
-            let line = if let Some(m) = st.merges.get(&key) {
+            let tokens = if let Some(m) = st.merges.get(&key) {
                 b.cache_hits += 1;
-                (m.text.clone(), m.tokens)
-            } else if let Some(t) = overlay.get(&key) {
-                let line = record_line(t);
-                let n = self.ctx.counter.count(&line);
-                (line, n)
+                m.tokens
+            } else if let Some(line) = b.overlay.get(&key) {
+                self.ctx.counter.count(line)
             } else {
                 let inputs: Vec<String> = plan
                     .children
                     .iter()
                     .map(|e| {
-                        let t = self.entry_text(e, &b.merged);
+                        let t = self.entry_text(e, &b);
                         t.strip_prefix("- ").unwrap_or(&t).to_string()
                     })
                     .collect();
@@ -460,14 +463,14 @@ impl<'c, 'a> Renderer<'c, 'a> {
                     });
                 }
                 let text = rule_merge(&inputs, cfg.merged_record_words);
-                overlay.insert(key.clone(), text.clone());
-                b.new_merges.push((key.clone(), text.clone()));
                 let line = record_line(&text);
                 let n = self.ctx.counter.count(&line);
-                (line, n)
+                b.overlay.insert(key.clone(), line);
+                b.new_merges.push((key.clone(), text));
+                n
             };
-            b.tl.apply(&plan, line.1);
-            b.merged.insert((plan.first(), plan.last()), (line.0, key));
+            b.tl.apply(&plan, tokens);
+            b.merged.insert((plan.first(), plan.last()), key);
         }
         if let Some(h) = hide_threshold {
             while b.tl.tokens() as f64 > h && b.tl.hide_oldest() {}
@@ -774,7 +777,7 @@ impl<'c, 'a> Renderer<'c, 'a> {
         let entries: Vec<Entry> = b.tl.entries().collect();
         for e in &entries {
             if e.is_merged() {
-                parts.push(self.entry_text(e, &b.merged));
+                parts.push(self.entry_text(e, b));
                 tb.record += e.tokens;
                 for i in e.first..=e.last {
                     show(i, &mut parts, &mut tb);
@@ -859,7 +862,7 @@ impl<'c, 'a> Renderer<'c, 'a> {
             .iter()
             .chain(b.tl.hidden())
             .filter(|e| e.is_merged())
-            .filter_map(|e| b.merged.get(&(e.first, e.last)).map(|(_, k)| k.clone()))
+            .filter_map(|e| b.merged.get(&(e.first, e.last)).cloned())
             .filter(|k| !self.ctx.st.adopted.contains(k))
             .collect()
     }
@@ -936,25 +939,20 @@ impl<'c, 'a> Renderer<'c, 'a> {
             .map(|(i, p)| (p.u.id, i))
             .collect();
         let st = self.ctx.st;
-        let mut piece_info: HashMap<PieceKey, (usize, String, usize)> = HashMap::new();
-        let items: Vec<(PieceKey, f32)> = if cfg.ranking == crate::Ranking::Bm25 {
-            st.bm25
-                .score(&terms)
-                .into_iter()
-                .filter(|(k, _)| {
-                    st.seq_unit
-                        .get(&k.0)
-                        .is_some_and(|u| past_of.contains_key(u))
-                })
-                .collect()
-        } else {
-            let scores = st.bm25.score(&terms);
-            self.past
-                .iter()
-                .flat_map(|p| p.u.pieces().map(|(k, _, _)| k))
-                .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
-                .collect()
+        let all_past = self.past.len() == st.units.len();
+        let in_past = |k: &PieceKey| {
+            all_past
+                || st
+                    .seq_unit
+                    .get(&k.0)
+                    .is_some_and(|u| past_of.contains_key(u))
         };
+        let scored: Vec<(PieceKey, f32)> = st
+            .bm25
+            .score(&terms)
+            .into_iter()
+            .filter(|(k, s)| *s > 0.0 && in_past(k))
+            .collect();
         let lookup_piece = |k: PieceKey| -> Option<(usize, String, usize)> {
             let ui = *past_of.get(st.seq_unit.get(&k.0)?)?;
             let u = self.past[ui].u;
@@ -967,33 +965,55 @@ impl<'c, 'a> Renderer<'c, 'a> {
             ))
         };
         let look = |k: PieceKey| st.piece_vecs.get(&k).map(Vec::as_slice);
-        let ranked = match rank_pieces(&items, cfg.ranking, &look, self.ctx.piece_qvec) {
-            Ok(r) => r,
-            Err(missing) => {
-                let embed = missing
-                    .into_iter()
-                    .filter_map(|k| lookup_piece(k).map(|(_, t, _)| (EmbedTarget::Piece(k), t)))
-                    .collect();
-                return Outcome::Need(Need { embed, merge: None });
-            }
-        };
-        // Take pieces in rank order while their total fits R0.
         let header_cost = counter.count(PIECES_HEADER) + self.sep;
         let r0 = (self.a as i64 - built.tl.tokens() as i64 - header_cost as i64 - self.sep as i64)
             .max(0) as usize;
-        let mut chosen: Vec<(PieceKey, f32)> = Vec::new();
-        let mut total = 0usize;
-        for (k, s) in &ranked {
-            let Some(info) = lookup_piece(*k) else {
-                continue;
+        // BM25 ranks only the best pieces: the top `want` by score (and every
+        // piece tied with the last of them), widened until R0 is filled.
+        let mut want = 256usize;
+        let (chosen, piece_info) = loop {
+            let items: Vec<(PieceKey, f32)> = if cfg.ranking == crate::Ranking::Bm25 {
+                top_with_ties(&scored, want)
+            } else {
+                let scores: HashMap<PieceKey, f32> = scored.iter().copied().collect();
+                self.past
+                    .iter()
+                    .flat_map(|p| p.u.pieces().map(|(k, _, _)| k))
+                    .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
+                    .collect()
             };
-            if total + info.2 + self.sep > r0 {
-                break;
+            let complete = items.len() >= scored.len() || cfg.ranking != crate::Ranking::Bm25;
+            let ranked = match rank_pieces(&items, cfg.ranking, &look, self.ctx.piece_qvec) {
+                Ok(r) => r,
+                Err(missing) => {
+                    let embed = missing
+                        .into_iter()
+                        .filter_map(|k| lookup_piece(k).map(|(_, t, _)| (EmbedTarget::Piece(k), t)))
+                        .collect();
+                    return Outcome::Need(Need { embed, merge: None });
+                }
+            };
+            // Take pieces in rank order while their total fits R0.
+            let mut chosen: Vec<(PieceKey, f32)> = Vec::new();
+            let mut info: HashMap<PieceKey, (usize, String, usize)> = HashMap::new();
+            let mut total = 0usize;
+            let mut full = false;
+            for (k, s) in &ranked {
+                let Some(i) = lookup_piece(*k) else { continue };
+                if total + i.2 + self.sep > r0 {
+                    full = true;
+                    break;
+                }
+                total += i.2 + self.sep;
+                info.insert(*k, i);
+                chosen.push((*k, *s));
             }
-            total += info.2 + self.sep;
-            piece_info.insert(*k, info);
-            chosen.push((*k, *s));
-        }
+            if full || complete {
+                break (chosen, info);
+            }
+            want *= 4;
+        };
+        let mut chosen = chosen;
         loop {
             let (text, tb, entries) = self.assemble_pieces(&built, &chosen, &piece_info);
             let full = self.with_window(&text);
@@ -1001,14 +1021,27 @@ impl<'c, 'a> Renderer<'c, 'a> {
             if tokens <= self.allowance {
                 return self.finish_pieces(&built, &chosen, &c, full, tokens, tb, &entries);
             }
-            if chosen.pop().is_none() && !built.tl.hide_oldest() {
-                let full = self.window.clone();
-                let tokens = counter.count(&full);
-                let tb = TokenBreakdown {
-                    window: self.window_tokens,
-                    ..Default::default()
-                };
-                return self.finish_pieces(&built, &[], &c, full, tokens, tb, &[]);
+            if chosen.is_empty() {
+                if !built.tl.hide_oldest() {
+                    let full = self.window.clone();
+                    let tokens = counter.count(&full);
+                    let tb = TokenBreakdown {
+                        window: self.window_tokens,
+                        ..Default::default()
+                    };
+                    return self.finish_pieces(&built, &[], &c, full, tokens, tb, &[]);
+                }
+                continue;
+            }
+            // Render again with fewer pieces: drop the lowest-ranked ones whose
+            // tokens cover the excess.
+            let mut excess = tokens - self.allowance;
+            while let Some((k, _)) = chosen.pop() {
+                let t = piece_info.get(&k).map_or(1, |i| i.2 + self.sep).max(1);
+                if t >= excess {
+                    break;
+                }
+                excess -= t;
             }
         }
     }
@@ -1026,7 +1059,7 @@ impl<'c, 'a> Renderer<'c, 'a> {
         let entries: Vec<Entry> = b.tl.entries().collect();
         let mut parts: Vec<String> = Vec::new();
         for e in &entries {
-            parts.push(self.entry_text(e, &b.merged));
+            parts.push(self.entry_text(e, b));
             tb.record += e.tokens;
         }
         if !chosen.is_empty() {
@@ -1130,6 +1163,18 @@ impl<'c, 'a> Renderer<'c, 'a> {
             cache_hits: b.cache_hits,
         }))
     }
+}
+
+/// The `n` best positive items by score, plus every item tied with the
+/// last of them.
+fn top_with_ties(items: &[(PieceKey, f32)], n: usize) -> Vec<(PieceKey, f32)> {
+    if items.len() <= n {
+        return items.to_vec();
+    }
+    let mut v = items.to_vec();
+    let (_, nth, _) = v.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1));
+    let cut = nth.1;
+    items.iter().copied().filter(|(_, s)| *s >= cut).collect()
 }
 
 /// Which past units have a record standing alone in the visible timeline.
