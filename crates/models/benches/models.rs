@@ -1,4 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(missing_docs)]
 //! Throughput of the model services: embedder sentences/s at batch 32, local
 //! LLM prefill and decode tok/s for the shipped Q4_1 weights and the Q8_0
 //! re-quantisation, and the token counter. Each bench checks its output.
@@ -40,6 +41,7 @@ fn llm(c: &mut Criterion) {
             LocalLlmOptions {
                 weights,
                 truncate_prompt_left: false,
+                context_limit: None,
             },
         )
         .unwrap();

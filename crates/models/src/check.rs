@@ -48,7 +48,11 @@ pub struct ModelsCheck {
 
 impl fmt::Display for ModelsCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "embedder  {} ({} dims)", self.embedder, self.embedder_dimension)?;
+        writeln!(
+            f,
+            "embedder  {} ({} dims)",
+            self.embedder, self.embedder_dimension
+        )?;
         writeln!(f, "  load      {:.2} s", self.embedder_load_secs)?;
         writeln!(
             f,
@@ -66,16 +70,34 @@ impl fmt::Display for ModelsCheck {
 /// A fixed, varied set of short sentences (for speed checks and benches).
 pub fn sample_sentences(n: usize) -> Vec<String> {
     const SUBJECTS: [&str; 8] = [
-        "The user", "My sister", "The agent", "Our team", "The doctor", "A neighbour",
-        "The report", "Grandma",
+        "The user",
+        "My sister",
+        "The agent",
+        "Our team",
+        "The doctor",
+        "A neighbour",
+        "The report",
+        "Grandma",
     ];
     const VERBS: [&str; 8] = [
-        "moved to", "asked about", "booked a table at", "wrote down", "forgot", "visited",
-        "recommended", "complained about",
+        "moved to",
+        "asked about",
+        "booked a table at",
+        "wrote down",
+        "forgot",
+        "visited",
+        "recommended",
+        "complained about",
     ];
     const OBJECTS: [&str; 8] = [
-        "a flat in Lisbon", "the quarterly budget", "an Italian restaurant", "the Wi-Fi password",
-        "her dentist appointment", "the museum on Sunday", "a book on Rust", "the noisy fridge",
+        "a flat in Lisbon",
+        "the quarterly budget",
+        "an Italian restaurant",
+        "the Wi-Fi password",
+        "her dentist appointment",
+        "the museum on Sunday",
+        "a book on Rust",
+        "the noisy fridge",
     ];
     (0..n)
         .map(|i| {

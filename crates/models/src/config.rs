@@ -320,7 +320,10 @@ mod tests {
 
     #[test]
     fn embedded_default_matches_default() {
-        assert_eq!(Config::from_toml_str(DEFAULT_CONFIG_TOML).unwrap(), Config::default());
+        assert_eq!(
+            Config::from_toml_str(DEFAULT_CONFIG_TOML).unwrap(),
+            Config::default()
+        );
         assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
     }
 
@@ -351,7 +354,8 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        cfg.apply_env_from(|k| env.get(k).map(|v| v.to_string())).unwrap();
+        cfg.apply_env_from(|k| env.get(k).map(|v| v.to_string()))
+            .unwrap();
         assert_eq!(cfg.openai.base_url.as_deref(), Some("http://env"));
         assert_eq!(cfg.openai.api_key.as_deref(), Some("k-file"));
         assert_eq!(cfg.models.llm_weights, LlmWeights::AsShipped);

@@ -86,16 +86,16 @@ impl MiniLmEmbedder {
         let weights_path = file("model.safetensors")?;
         let tokenizer_path = file("tokenizer.json")?;
 
-        let text = std::fs::read_to_string(&config_path)
-            .map_err(|e| ModelsError::io(&config_path, e))?;
+        let text =
+            std::fs::read_to_string(&config_path).map_err(|e| ModelsError::io(&config_path, e))?;
         let config: BertConfig =
             serde_json::from_str(&text).map_err(|e| ModelsError::BadModelFile {
                 path: config_path.clone(),
                 reason: e.to_string(),
             })?;
 
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| ModelsError::tokenizer(NAME, e))?;
+        let mut tokenizer =
+            Tokenizer::from_file(&tokenizer_path).map_err(|e| ModelsError::tokenizer(NAME, e))?;
         tokenizer.with_padding(Some(PaddingParams {
             strategy: PaddingStrategy::BatchLongest,
             ..PaddingParams::default()
@@ -182,9 +182,16 @@ impl Inner {
         let ids = Tensor::from_vec(ids, (n, len), &self.device).map_err(c)?;
         let mask = Tensor::from_vec(mask, (n, len), &self.device).map_err(c)?;
         let type_ids = ids.zeros_like().map_err(c)?;
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask)).map_err(c)?;
+        let hidden = self
+            .model
+            .forward(&ids, &type_ids, Some(&mask))
+            .map_err(c)?;
         // Mean over real tokens: sum(h * m) / sum(m), then L2 norm.
-        let m = mask.to_dtype(DType::F32).map_err(c)?.unsqueeze(2).map_err(c)?;
+        let m = mask
+            .to_dtype(DType::F32)
+            .map_err(c)?
+            .unsqueeze(2)
+            .map_err(c)?;
         let summed = hidden.broadcast_mul(&m).map_err(c)?.sum(1).map_err(c)?;
         let counts = m.sum(1).map_err(c)?.clamp(1e-9, f64::MAX).map_err(c)?;
         let mean = summed.broadcast_div(&counts).map_err(c)?;

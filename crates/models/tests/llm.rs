@@ -47,12 +47,12 @@ fn chat_markers_are_single_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn greedy_generation_with_usage_and_limits() {
     let llm = common::llm();
-    let req = ChatRequest::new(vec![ChatMessage::user("What is the capital of France?")])
+    let req = ChatRequest::new(vec![ChatMessage::user("What is the capital of Germany?")])
         .with_max_tokens(24);
     let a = llm.complete(&req).await.unwrap();
     eprintln!("answer: {:?} usage {:?}", a.text, a.usage);
     assert!(!a.text.trim().is_empty());
-    assert!(a.text.contains("Paris"), "{}", a.text);
+    assert!(a.text.contains("Berlin"), "{}", a.text);
     assert!(!a.text.contains("<|im_end|>"));
     let prompt_ids = llm
         .tokenizer()
@@ -66,8 +66,11 @@ async fn greedy_generation_with_usage_and_limits() {
     let short = llm.complete(&req.clone().with_max_tokens(3)).await.unwrap();
     assert_eq!(short.usage.output_tokens, 3);
 
-    let stopped = llm.complete(&req.clone().with_stop("Paris")).await.unwrap();
-    assert!(!stopped.text.contains("Paris"));
+    let stopped = llm
+        .complete(&req.clone().with_stop("Berlin"))
+        .await
+        .unwrap();
+    assert!(!stopped.text.contains("Berlin"));
     assert!(a.text.starts_with(&stopped.text));
 }
 
@@ -103,13 +106,18 @@ async fn over_long_prompts_are_refused() {
 #[test]
 fn prefix_cache_matches_plain_generation_and_is_faster() {
     let llm = common::llm();
-    let memory: String = (0..40)
-        .map(|i| format!("Fact {i}: the user's item number {i} is kept in box {}.\n", i * 3))
+    let memory: String = (0..20)
+        .map(|i| {
+            format!(
+                "Fact {i}: the user's item number {i} is kept in box {}.\n",
+                i * 3
+            )
+        })
         .collect();
-    let prefix = format!(
-        "<|im_start|>system\nYou answer from the memory below.\n{memory}<|im_end|>\n"
-    );
-    let suffix = "<|im_start|>user\nWhere is item number 5 kept?<|im_end|>\n<|im_start|>assistant\n";
+    let prefix =
+        format!("<|im_start|>system\nYou answer from the memory below.\n{memory}<|im_end|>\n");
+    let suffix =
+        "<|im_start|>user\nWhere is item number 5 kept?<|im_end|>\n<|im_start|>assistant\n";
     let opts = GenerateOptions {
         max_tokens: 12,
         temperature: 0.0,
@@ -118,7 +126,7 @@ fn prefix_cache_matches_plain_generation_and_is_faster() {
         stop: vec![],
     };
     let cache = llm.prefill_blocking(&prefix).unwrap();
-    assert!(cache.len() > 300, "prefix of {} tokens", cache.len());
+    assert!(cache.len() > 200, "prefix of {} tokens", cache.len());
 
     // The plain run uses the same token sequence: prefix ids then suffix ids.
     let tok = llm.tokenizer();
@@ -131,7 +139,9 @@ fn prefix_cache_matches_plain_generation_and_is_faster() {
     let plain = llm.generate_blocking(&joined, &opts).unwrap();
     let plain_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let reused = llm.generate_with_prefix_blocking(&cache, suffix, &opts).unwrap();
+    let reused = llm
+        .generate_with_prefix_blocking(&cache, suffix, &opts)
+        .unwrap();
     let reused_secs = t1.elapsed().as_secs_f64();
     eprintln!(
         "plain {plain_secs:.3}s vs prefix reuse {reused_secs:.3}s ({} prefix tokens): {:?}",
@@ -141,7 +151,11 @@ fn prefix_cache_matches_plain_generation_and_is_faster() {
     assert_eq!(plain, reused);
     assert!(reused_secs < plain_secs, "{reused_secs} >= {plain_secs}");
     // The cache is reusable: a second continuation gives the same answer.
-    assert_eq!(llm.generate_with_prefix_blocking(&cache, suffix, &opts).unwrap(), reused);
+    assert_eq!(
+        llm.generate_with_prefix_blocking(&cache, suffix, &opts)
+            .unwrap(),
+        reused
+    );
 }
 
 #[test]
@@ -152,10 +166,12 @@ fn left_truncation_when_configured() {
         LocalLlmOptions {
             weights: LlmWeights::Q8_0,
             truncate_prompt_left: true,
+            context_limit: Some(64),
         },
     )
     .unwrap();
-    let prompt = "memory ".repeat(llm.context_length());
+    assert_eq!(llm.context_length(), 64);
+    let prompt = "memory ".repeat(100);
     let opts = GenerateOptions {
         max_tokens: 2,
         temperature: 0.0,
@@ -202,6 +218,7 @@ async fn q4_1_as_shipped_gives_the_same_greedy_answer() {
         LocalLlmOptions {
             weights: LlmWeights::AsShipped,
             truncate_prompt_left: false,
+            context_limit: None,
         },
     )
     .unwrap();

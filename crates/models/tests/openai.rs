@@ -39,9 +39,12 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, Json(body): Json<Va
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     match s.mode {
-        Mode::TooManyThenOk if n == 0 => {
-            (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "0")], "slow down").into_response()
-        }
+        Mode::TooManyThenOk if n == 0 => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "0")],
+            "slow down",
+        )
+            .into_response(),
         Mode::AlwaysFail => (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
         Mode::Malformed => (StatusCode::OK, "{\"choices\": [ this is not json").into_response(),
         Mode::Slow => {
@@ -140,7 +143,12 @@ async fn normal_answer_with_usage_and_request_shape() {
     );
     // Without `json` there is no response_format.
     c.complete(&request()).await.unwrap();
-    assert!(state.last_body.lock().unwrap().get("response_format").is_none());
+    assert!(state
+        .last_body
+        .lock()
+        .unwrap()
+        .get("response_format")
+        .is_none());
 }
 
 #[tokio::test]
@@ -183,7 +191,11 @@ async fn timeouts_are_transport_errors() {
     let err = c.complete(&request()).await.unwrap_err();
     assert!(matches!(err, ServiceError::Transport { .. }), "{err}");
     assert!(t.elapsed() < Duration::from_secs(2));
-    assert_eq!(state.hits.load(Ordering::SeqCst), 2, "a timeout is retried once");
+    assert_eq!(
+        state.hits.load(Ordering::SeqCst),
+        2,
+        "a timeout is retried once"
+    );
 }
 
 #[tokio::test]

@@ -41,7 +41,8 @@ use crate::config::LlmWeights;
 use crate::error::{ModelsError, Result};
 
 /// SmolLM2's default system message (from its chat template).
-pub const DEFAULT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+pub const DEFAULT_SYSTEM: &str =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 /// Options for [`LocalLlm::load`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,6 +51,9 @@ pub struct LocalLlmOptions {
     pub weights: LlmWeights,
     /// Cut over-long prompts from the left instead of refusing them.
     pub truncate_prompt_left: bool,
+    /// Use at most this many tokens of context (bounds latency and KV-cache
+    /// memory); `None` uses the whole context.
+    pub context_limit: Option<usize>,
 }
 
 /// Sampling and stopping parameters of one generation (the part of a
@@ -162,15 +166,15 @@ impl LocalLlm {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let base = ct
-            .metadata
-            .get("general.name")
-            .and_then(|v| v.to_string().ok())
-            .map(|s| s.to_ascii_lowercase().replace(' ', "-"))
-            .unwrap_or_else(|| "smollm2-135m-instruct".to_string());
+        // "SmolLM2-135M-Instruct.Q4_1.gguf" -> "smollm2-135m-instruct", "q4_1".
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_else(|| "llm".into());
+        let (base, shipped) = stem.split_once('.').unwrap_or((stem.as_str(), "gguf"));
         let name = match options.weights {
             LlmWeights::Q8_0 => format!("{base}-q8_0"),
-            LlmWeights::AsShipped => format!("{base}-gguf"),
+            LlmWeights::AsShipped => format!("{base}-{shipped}"),
         };
         let tokenizer = GgufTokenizer::from_gguf(&ct, path, &name)?;
         let model_ctx = ct
@@ -178,7 +182,14 @@ impl LocalLlm {
             .get("llama.context_length")
             .and_then(|v| v.to_u32().ok())
             .map_or(MAX_SEQ_LEN, |v| v as usize);
-        let context = model_ctx.min(MAX_SEQ_LEN);
+        let context = model_ctx
+            .min(MAX_SEQ_LEN)
+            .min(options.context_limit.unwrap_or(usize::MAX));
+        if context < 2 {
+            return Err(ModelsError::Config(format!(
+                "context limit {context} leaves no room to generate"
+            )));
+        }
         let model = weights::load_weights(ct, &mut file, path, options.weights, &name).map_err(
             |e| match e {
                 ModelsError::Candle { source, .. } => ModelsError::BadModelFile {
@@ -464,7 +475,10 @@ impl Llm for LocalLlm {
         &self.inner.name
     }
 
-    async fn complete(&self, request: &ChatRequest) -> std::result::Result<Completion, ServiceError> {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+    ) -> std::result::Result<Completion, ServiceError> {
         request.validate()?;
         let prompt = LocalLlm::chat_prompt(&request.messages);
         let opts = GenerateOptions::from(request);

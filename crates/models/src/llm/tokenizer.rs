@@ -35,10 +35,12 @@ pub struct GgufTokenizer {
 }
 
 fn md<'a>(ct: &'a Content, path: &Path, key: &str) -> Result<&'a Value> {
-    ct.metadata.get(key).ok_or_else(|| ModelsError::BadModelFile {
-        path: path.to_path_buf(),
-        reason: format!("missing metadata {key}"),
-    })
+    ct.metadata
+        .get(key)
+        .ok_or_else(|| ModelsError::BadModelFile {
+            path: path.to_path_buf(),
+            reason: format!("missing metadata {key}"),
+        })
 }
 
 fn bad(path: &Path, key: &str, e: impl std::fmt::Display) -> ModelsError {
@@ -92,7 +94,11 @@ impl GgufTokenizer {
             .get("tokenizer.ggml.bos_token_id")
             .and_then(|v| v.to_u32().ok());
         if eos_id as usize >= tokens.len() {
-            return Err(bad(path, "tokenizer.ggml.eos_token_id", "out of the vocabulary"));
+            return Err(bad(
+                path,
+                "tokenizer.ggml.eos_token_id",
+                "out of the vocabulary",
+            ));
         }
 
         let vocab: Vocab = tokens
