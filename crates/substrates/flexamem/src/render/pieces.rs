@@ -1,0 +1,266 @@
+//! Piece recovery (Section 3.4): every piece ranked against the question,
+//! shown after the timeline grouped by unit with omission marks.
+
+use super::*;
+
+impl Renderer<'_, '_> {
+    pub(super) fn piece_mode(&self, tl_tokens: &[usize], mergeable: &[bool]) -> Outcome {
+        let cfg = self.ctx.cfg;
+        let counter = self.ctx.counter;
+        let c = self.cosines();
+        let threshold = f64::from(cfg.rho) * self.a_merge as f64;
+        let hide = (self.hide && self.a < self.a_merge).then(|| f64::from(cfg.rho) * self.a as f64);
+        let mut built = match self.build(tl_tokens, mergeable, threshold, hide) {
+            Ok(b) => b,
+            Err(n) => return Outcome::Need(n),
+        };
+        // Rank every piece of every past unit.
+        let qtext = match self.ctx.query.regime {
+            Regime::Agentic => self.ctx.query.retrieval_text(),
+            Regime::Conversational => self.ctx.query.text.clone(),
+        };
+        let terms = query_terms(&qtext);
+        let past_of: HashMap<u64, usize> = self
+            .past
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.u.id, i))
+            .collect();
+        let st = self.ctx.st;
+        let all_past = self.past.len() == st.units.len();
+        let in_past = |k: &PieceKey| {
+            all_past
+                || st
+                    .seq_unit
+                    .get(&k.0)
+                    .is_some_and(|u| past_of.contains_key(u))
+        };
+        let scored: Vec<(PieceKey, f32)> = st
+            .bm25
+            .score(&terms)
+            .into_iter()
+            .filter(|(k, s)| *s > 0.0 && in_past(k))
+            .collect();
+        let lookup_piece = |k: PieceKey| -> Option<(usize, String, usize)> {
+            let ui = *past_of.get(st.seq_unit.get(&k.0)?)?;
+            let u = self.past[ui].u;
+            let ev = u.events.iter().find(|e| e.seq == k.0)?;
+            let p = ev.pieces.get(k.1 as usize)?;
+            Some((
+                ui,
+                p.shown(),
+                ev.piece_tokens.get(k.1 as usize).copied().unwrap_or(0),
+            ))
+        };
+        let look = |k: PieceKey| st.piece_vecs.get(&k).map(Vec::as_slice);
+        let header_cost = counter.count(PIECES_HEADER) + self.sep;
+        let r0 = (self.a as i64 - built.tl.tokens() as i64 - header_cost as i64 - self.sep as i64)
+            .max(0) as usize;
+        // BM25 ranks only the best pieces: the top `want` by score (and every
+        // piece tied with the last of them), widened until R0 is filled.
+        let mut want = 256usize;
+        let (chosen, piece_info) = loop {
+            let items: Vec<(PieceKey, f32)> = if cfg.ranking == crate::Ranking::Bm25 {
+                top_with_ties(&scored, want)
+            } else {
+                let scores: HashMap<PieceKey, f32> = scored.iter().copied().collect();
+                self.past
+                    .iter()
+                    .flat_map(|p| p.u.pieces().map(|(k, _, _)| k))
+                    .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
+                    .collect()
+            };
+            let complete = items.len() >= scored.len() || cfg.ranking != crate::Ranking::Bm25;
+            let ranked = match rank_pieces(&items, cfg.ranking, &look, self.ctx.piece_qvec) {
+                Ok(r) => r,
+                Err(missing) => {
+                    let embed = missing
+                        .into_iter()
+                        .filter_map(|k| lookup_piece(k).map(|(_, t, _)| (EmbedTarget::Piece(k), t)))
+                        .collect();
+                    return Outcome::Need(Need { embed, merge: None });
+                }
+            };
+            // Take pieces in rank order while their total fits R0.
+            let mut chosen: Vec<(PieceKey, f32)> = Vec::new();
+            let mut info: HashMap<PieceKey, (usize, String, usize)> = HashMap::new();
+            let mut total = 0usize;
+            let mut full = false;
+            for (k, s) in &ranked {
+                let Some(i) = lookup_piece(*k) else { continue };
+                if total + i.2 + self.sep > r0 {
+                    full = true;
+                    break;
+                }
+                total += i.2 + self.sep;
+                info.insert(*k, i);
+                chosen.push((*k, *s));
+            }
+            if full || complete {
+                break (chosen, info);
+            }
+            want *= 4;
+        };
+        let mut chosen = chosen;
+        loop {
+            let (text, tb, entries) = self.assemble_pieces(&built, &chosen, &piece_info);
+            let full = self.with_window(&text);
+            let tokens = counter.count(&full);
+            if tokens <= self.allowance {
+                return self.finish_pieces(&built, &chosen, &c, full, tokens, tb, &entries);
+            }
+            if chosen.is_empty() {
+                if !built.tl.hide_oldest() {
+                    let full = self.window.clone();
+                    let tokens = counter.count(&full);
+                    let tb = TokenBreakdown {
+                        window: self.window_tokens,
+                        ..Default::default()
+                    };
+                    return self.finish_pieces(&built, &[], &c, full, tokens, tb, &[]);
+                }
+                continue;
+            }
+            // Render again with fewer pieces: drop the lowest-ranked ones whose
+            // tokens cover the excess.
+            let mut excess = tokens - self.allowance;
+            while let Some((k, _)) = chosen.pop() {
+                let t = piece_info.get(&k).map_or(1, |i| i.2 + self.sep).max(1);
+                if t >= excess {
+                    break;
+                }
+                excess -= t;
+            }
+        }
+    }
+
+    fn assemble_pieces(
+        &self,
+        b: &Built<'_>,
+        chosen: &[(PieceKey, f32)],
+        info: &HashMap<PieceKey, (usize, String, usize)>,
+    ) -> (String, TokenBreakdown, Vec<Entry>) {
+        let mut tb = TokenBreakdown {
+            window: self.window_tokens,
+            ..Default::default()
+        };
+        let entries: Vec<Entry> = b.tl.entries().collect();
+        let mut parts: Vec<String> = Vec::new();
+        for e in &entries {
+            parts.push(self.entry_text(e, b));
+            tb.record += e.tokens;
+        }
+        if !chosen.is_empty() {
+            let mut by_unit: BTreeMap<usize, Vec<PieceKey>> = BTreeMap::new();
+            for (k, _) in chosen {
+                if let Some((ui, _, _)) = info.get(k) {
+                    by_unit.entry(*ui).or_default().push(*k);
+                }
+            }
+            let mut block = vec![PIECES_HEADER.to_string()];
+            for (ui, mut keys) in by_unit {
+                keys.sort_unstable();
+                let all: Vec<(PieceKey, String)> = self.past[ui]
+                    .u
+                    .pieces()
+                    .map(|(k, p, _)| (k, p.shown()))
+                    .collect();
+                let idx: Vec<usize> = keys
+                    .iter()
+                    .filter_map(|k| all.iter().position(|(a, _)| a == k))
+                    .collect();
+                let texts: Vec<String> = all.into_iter().map(|(_, t)| t).collect();
+                block.push(excerpt_text("", &texts, &idx));
+            }
+            let block = join(&block);
+            tb.pieces = self.ctx.counter.count(&block);
+            parts.push(block);
+        }
+        (join(&parts), tb, entries)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_pieces(
+        &self,
+        b: &Built<'_>,
+        chosen: &[(PieceKey, f32)],
+        c: &[f32],
+        text: String,
+        tokens: usize,
+        tb: TokenBreakdown,
+        entries: &[Entry],
+    ) -> Outcome {
+        let st = self.ctx.st;
+        let mut sources: Vec<SourceHit> = Vec::new();
+        let mut shown_events: Vec<(u64, f32)> = Vec::new();
+        for (k, s) in chosen {
+            if !shown_events.iter().any(|(e, _)| *e == k.0) {
+                shown_events.push((k.0, *s));
+            }
+        }
+        let chosen_set: HashSet<PieceKey> = chosen.iter().map(|(k, _)| *k).collect();
+        for (seq, s) in &shown_events {
+            let Some(u) = st.seq_unit.get(seq).and_then(|u| st.units.get(u)) else {
+                continue;
+            };
+            let Some(ev) = u.events.iter().find(|e| e.seq == *seq) else {
+                continue;
+            };
+            let all = (0..ev.pieces.len() as u32).all(|i| chosen_set.contains(&(*seq, i)));
+            sources.push(SourceHit {
+                source_id: ev.event.source_id().to_string(),
+                score: *s,
+                resolution: if all {
+                    Resolution::Raw
+                } else {
+                    Resolution::Excerpt
+                },
+            });
+        }
+        self.push_window_sources(&mut sources);
+        let shown: HashSet<&str> = sources.iter().map(|s| s.source_id.as_str()).collect();
+        let mut rec: Vec<usize> = entries.iter().flat_map(|e| e.first..=e.last).collect();
+        rec.sort_by(|a, b| c[*b].total_cmp(&c[*a]).then(a.cmp(b)));
+        let mut extra = Vec::new();
+        for i in rec {
+            for hit in event_hits(self.past[i].u, c[i], Resolution::Record) {
+                if !shown.contains(hit.source_id.as_str()) {
+                    extra.push(hit);
+                }
+            }
+        }
+        sources.extend(extra);
+        let merged_records = entries.iter().filter(|e| e.is_merged()).count();
+        let adopt = self.adoptions(b, entries);
+        Outcome::Done(Box::new(Done {
+            rendered: Rendered {
+                recall: Recall {
+                    text,
+                    tokens,
+                    sources,
+                    reader: None,
+                },
+                shares: tb.shares(),
+                tokens_by: tb,
+                mode: Some(RecoveryMode::Piece),
+                merged_records,
+                hidden_entries: b.tl.hidden().len(),
+            },
+            new_merges: b.new_merges.clone(),
+            adopt,
+            cache_hits: b.cache_hits,
+        }))
+    }
+}
+
+/// The `n` best positive items by score, plus every item tied with the
+/// last of them.
+fn top_with_ties(items: &[(PieceKey, f32)], n: usize) -> Vec<(PieceKey, f32)> {
+    if items.len() <= n {
+        return items.to_vec();
+    }
+    let mut v = items.to_vec();
+    let (_, nth, _) = v.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1));
+    let cut = nth.1;
+    items.iter().copied().filter(|(_, s)| *s >= cut).collect()
+}
