@@ -127,6 +127,11 @@ impl MiniLmEmbedder {
         })
     }
 
+    /// Whether `self` and `other` share one loaded model.
+    pub fn shares_model_with(&self, other: &MiniLmEmbedder) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The directory the model was loaded from.
     pub fn dir(&self) -> &Path {
         &self.inner.dir

