@@ -33,7 +33,7 @@ fn llm(c: &mut Criterion) {
     let cfg = Config::load(None).unwrap();
     let path = submem_models::resolve_llm_gguf(&cfg.models).unwrap();
     let prompt = LocalLlm::chat_prompt(&[submem_core::ChatMessage::user(
-        sample_sentences(24).join(" "),
+        sample_sentences(10).join(" "),
     )]);
     for (label, weights) in [("q8_0", LlmWeights::Q8_0), ("q4_1", LlmWeights::AsShipped)] {
         let llm = submem_models::shared_local_llm(

@@ -203,6 +203,7 @@ fn corrupt_gguf_is_an_error_not_a_panic() {
         std::fs::write(&truncated, &bytes[..cut]).unwrap();
         let err = LocalLlm::load(&truncated, LocalLlmOptions::default()).unwrap_err();
         eprintln!("cut at {cut}: {err}");
+        assert!(matches!(err, ModelsError::BadModelFile { .. }), "{err}");
     }
     let missing = dir.path().join("missing.gguf");
     let err = LocalLlm::load(&missing, LocalLlmOptions::default()).unwrap_err();

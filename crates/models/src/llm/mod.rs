@@ -7,6 +7,8 @@
 //!   like the model's own template, a default system message is added when
 //!   the request has none). Generation stops at `<|im_end|>`, at any
 //!   [`ChatRequest::stop`] string or after `max_tokens`.
+//! - [`ChatRequest::json`] is only a hint here: the model cannot be
+//!   constrained, so callers must parse leniently and keep fallbacks.
 //! - Temperature 0 is greedy; otherwise temperature plus top-p sampling with
 //!   the request's seed (0 when unset), so runs are reproducible.
 //! - Weights are re-quantised to Q8_0 at load by default ([`LlmWeights`]).
@@ -88,6 +90,7 @@ impl From<&ChatRequest> for GenerateOptions {
 /// continued any number of times by [`LocalLlm::generate_with_prefix`].
 #[derive(Clone)]
 pub struct PrefixCache {
+    model: String,
     state: ModelWeights,
     tokens: Vec<u32>,
     last_logits: Tensor,
@@ -351,6 +354,7 @@ impl Inner {
         let (_guard, mut state) = self.fresh()?;
         let last_logits = self.forward(&mut state, &tokens, 0)?;
         Ok(PrefixCache {
+            model: self.name.clone(),
             state,
             tokens,
             last_logits,
@@ -365,6 +369,12 @@ impl Inner {
     ) -> Result<Completion> {
         let span = tracing::debug_span!("generate", model = %self.name);
         let _enter = span.enter();
+        if let Some(p) = prefix.filter(|p| p.model != self.name) {
+            return Err(ModelsError::InvalidRequest(format!(
+                "prefix cache was built by {}, not {}",
+                p.model, self.name
+            )));
+        }
         let prefix_len = prefix.map_or(0, |p| p.tokens.len());
         if prefix_len + ids.len() == 0 {
             return Err(ModelsError::InvalidRequest("empty prompt".into()));
