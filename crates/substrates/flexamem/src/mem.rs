@@ -10,8 +10,8 @@ use submem_core::{cosine, l2_normalize, Event, Namespace, Query, Recall, Regime,
 
 use crate::log::LogFile;
 use crate::record::{
-    llm_merge, parse_record_reply, record_request, rule_merge, rule_record, Parsed, UnitKind,
-    Writer,
+    echoes_prompt, llm_merge, parse_record_reply, record_request, rule_merge, rule_record, Parsed,
+    UnitKind, Writer, RECORD_INSTRUCTION,
 };
 use crate::render::{newest_unit_text, render, Ctx, Done, EmbedTarget, Outcome, Rendered};
 use crate::state::{LogRecord, State};
@@ -369,6 +369,16 @@ impl FlexaMem {
         );
         match llm.complete(&req).await {
             Ok(c) => match parse_record_reply(&c.text, self.config.record_words) {
+                Parsed::Clean(w) | Parsed::Repaired(w)
+                    if echoes_prompt(&w.record, RECORD_INSTRUCTION, raw) =>
+                {
+                    tracing::debug!(record = %w.record, "record echoes the prompt; using the rule writer");
+                    self.bump(|s| {
+                        s.hopeless_json += 1;
+                        s.rule_fallbacks += 1;
+                    });
+                    rule
+                }
                 Parsed::Clean(w) => {
                     self.bump(|s| s.llm_records += 1);
                     w

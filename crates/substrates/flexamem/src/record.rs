@@ -287,13 +287,42 @@ pub async fn llm_merge(
 ) -> Result<String, ServiceError> {
     let reply = llm.complete(&merge_request(records, words)).await?;
     let text = cut_words(reply.text.trim(), cut);
-    if text.is_empty() {
+    if text.is_empty() || echoes_prompt(&text, MERGE_INSTRUCTION, &records.join(" ")) {
         return Err(ServiceError::Malformed {
             service: llm.name().to_string(),
-            reason: "empty merged record".into(),
+            reason: "empty merged record, or the instructions echoed back".into(),
         });
     }
     Ok(text)
+}
+
+/// The instruction sentence of the merge prompt.
+const MERGE_INSTRUCTION: &str = "Merge these consecutive records into one record, in time \
+     order, keeping names, numbers and exact strings.";
+
+/// The instruction sentence of the record prompt.
+pub const RECORD_INSTRUCTION: &str = "Write a JSON object with the keys record (what happened, \
+     with names, numbers and exact strings), keywords (a list of words), tags (a list of short \
+     tags) and description (one short sentence). Below is part of a conversation, or steps an \
+     agent took and what it saw.";
+
+/// Whether `output` repeats the prompt's instructions instead of the content
+/// (small models do): most of its content words come from the instructions
+/// and few from the content.
+pub fn echoes_prompt(output: &str, instructions: &str, content: &str) -> bool {
+    let words = content_words(output);
+    if words.is_empty() {
+        return true;
+    }
+    let instr: std::collections::HashSet<String> =
+        content_words(instructions).into_iter().collect();
+    let body: std::collections::HashSet<String> = content_words(content).into_iter().collect();
+    let from_instr = words
+        .iter()
+        .filter(|w| instr.contains(*w) && !body.contains(*w))
+        .count();
+    let from_body = words.iter().filter(|w| body.contains(*w)).count();
+    from_instr * 2 > words.len() && from_body * 4 < words.len()
 }
 
 #[cfg(test)]
@@ -368,6 +397,22 @@ mod tests {
         assert_eq!(w.record, "step 1: look; step 2: open drawer 1");
         assert_eq!(w.writer, Writer::Rule);
         assert!(w.fields.keywords.contains(&"drawer".to_string()));
+    }
+
+    #[test]
+    fn prompt_echoes_are_detected() {
+        let inputs = "Ana met Ben at the museum. Ben bought a violin.";
+        assert!(echoes_prompt(
+            "Merge these consecutive records into one record of at most 120 words, in time order, keeping names, numbers, and exact strings.",
+            MERGE_INSTRUCTION,
+            inputs
+        ));
+        assert!(!echoes_prompt(
+            "Ana met Ben at the museum, where Ben bought a violin.",
+            MERGE_INSTRUCTION,
+            inputs
+        ));
+        assert!(echoes_prompt("", MERGE_INSTRUCTION, inputs));
     }
 
     #[test]

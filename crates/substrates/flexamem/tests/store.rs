@@ -315,3 +315,39 @@ async fn sources_are_most_relevant_first_with_resolutions() {
         .skip(1)
         .any(|s| s.resolution == Resolution::Record));
 }
+
+#[tokio::test]
+async fn oldest_records_are_hidden_when_the_newest_unit_exceeds_a_quarter() {
+    let llm = Arc::new(ScriptedLlm::from_fn(|req| {
+        if req.messages[1].content.contains("Merge these") {
+            Ok(["merged"; 100].join(" "))
+        } else {
+            Ok(format!(r#"{{"record": "{}"}}"#, ["rec"; 70].join(" ")))
+        }
+    }));
+    let m = FlexaMem::new(test_services(Some(llm)), FlexaConfig::default()).unwrap();
+    let a = ns("hide");
+    let steps: Vec<Event> = (1..=60)
+        .map(|i| {
+            Event::Step(Step {
+                step: i,
+                action: format!("read file {i}"),
+                observation: vec!["line"; 290].join(" "),
+                source_id: format!("h:{i}"),
+            })
+        })
+        .collect();
+    m.write(&a, &steps).await.unwrap();
+    let q = Query::agentic(a.clone(), "summarise the files", "line", 2048);
+    let r = m.render_detailed(&q).await.unwrap();
+    assert!(
+        r.tokens_by.window > 2048 / 4,
+        "the newest unit exceeds a quarter of B"
+    );
+    assert!(r.hidden_entries > 0, "{:?}", r.tokens_by);
+    assert!(r.recall.tokens <= q.allowance());
+    // At a budget where the newest unit fits its quarter nothing is hidden.
+    let q = Query::agentic(a.clone(), "summarise the files", "line", 8192);
+    let r = m.render_detailed(&q).await.unwrap();
+    assert_eq!(r.hidden_entries, 0);
+}

@@ -172,7 +172,15 @@ impl Renderer<'_, '_> {
                 let texts: Vec<String> = all.into_iter().map(|(_, t)| t).collect();
                 block.push(excerpt_text("", &texts, &idx));
             }
-            let block = join(&block);
+            // Adjacent groups would show two omission marks in a row: keep one.
+            let mut lines: Vec<&str> = Vec::new();
+            for l in block.iter().flat_map(|b| b.split('\n')) {
+                if l == crate::fit::OMISSION && lines.last() == Some(&crate::fit::OMISSION) {
+                    continue;
+                }
+                lines.push(l);
+            }
+            let block = lines.join("\n");
             tb.pieces = self.ctx.counter.count(&block);
             parts.push(block);
         }
