@@ -63,7 +63,13 @@ fn recall_at_k(returned: &[f32], exact_kth: f32) -> f64 {
 async fn hnsw_recall_at_10_is_at_least_098_on_hashing_vectors() {
     let dim = 384;
     let svc = services(dim);
-    let m = DenseMemory::new(svc.clone(), DenseConfig::default()).unwrap();
+    // Default graph settings; the graph is built at 1,000 units and the rest
+    // are inserted into it incrementally.
+    let m = DenseMemory::new(
+        svc.clone(),
+        DenseConfig::default().with_exact_threshold(1000),
+    )
+    .unwrap();
     let a = ns("a");
     let texts = sentences(3000, 20..31, 7);
     let events: Vec<Event> = texts
@@ -109,7 +115,11 @@ async fn hnsw_recall_at_10_on_random_unit_vectors() {
     // Uniform random 384-d unit vectors are the hardest case for a graph
     // index (no structure); queries are stored vectors plus noise.
     let dim = 384;
-    let m = DenseMemory::new(services(dim), DenseConfig::default()).unwrap();
+    let m = DenseMemory::new(
+        services(dim),
+        DenseConfig::default().with_exact_threshold(1),
+    )
+    .unwrap();
     let a = ns("a");
     let mut rng = StdRng::seed_from_u64(11);
     let unit = |rng: &mut StdRng| {

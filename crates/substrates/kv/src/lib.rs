@@ -13,6 +13,13 @@
 //! shared reader prefills it, which gives the same context at the same
 //! budget. Nothing is ever summarised; `manage` does nothing.
 //!
+//! **Speed and size** (criterion medians, `cargo bench -p submem-kv`, 2-core
+//! machine, turns of 20–30 words, whitespace token counter): read of 600
+//! turns 83 µs at a 4k budget and 417 µs at 32k (the whole history); of
+//! 100,000 units 89 µs at 4k and 826 µs at 32k (only the newest run that
+//! fits is copied and counted); writes ≈ 550k units/s; ≈ 250 bytes per unit
+//! of memory (text, source id, token count, id map).
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> submem_core::Result<()> {

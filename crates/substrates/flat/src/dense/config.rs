@@ -11,15 +11,23 @@ use crate::error::{FlatError, FlatResult};
 pub struct DenseConfig {
     /// A namespace with fewer live units than this is searched by an exact
     /// scan; at or above it, an HNSW graph is built and searched. Default
-    /// 2,048, chosen by the `dense` bench (see the crate docs): below it the
-    /// exact scan is as fast as the graph and has perfect recall.
+    /// 16,384, chosen with the `dense` bench (384-d clustered vectors, 2 cores,
+    /// read without the query embedding, medians): the exact scan costs about
+    /// 70–90 ns per unit (it is memory-bound) and beats hnsw_rs up to about
+    /// 20k units (1k: 111 µs vs 199 µs; 4k: 0.28 ms vs 0.41 ms; 16k: 1.13 ms
+    /// vs 1.58 ms; 50k: 4.16 ms vs 2.80 ms), with perfect recall and half
+    /// the memory.
     pub exact_threshold: usize,
-    /// HNSW `M`: neighbours kept per node and layer (at most 256). Default 24.
+    /// HNSW `M`: neighbours kept per node and layer (at most 256; layer 0
+    /// keeps `2·M`). Default 24.
     pub max_connections: usize,
-    /// HNSW candidate list size while building. Default 200.
+    /// HNSW candidate list size while building. Default 100 (200 gave no
+    /// better recall in the tests and halved insert speed).
     pub ef_construction: usize,
     /// HNSW candidate list size while searching (raised to `top_k` when
-    /// smaller). Default 96.
+    /// smaller). Default 96: with `M = 24` it gives recall@10 0.997 on
+    /// hashing-embedder vectors and 0.986 on uniform random 384-d vectors
+    /// (`tests/dense.rs`); `M = 16` or `ef_search = 64` fell below 0.98.
     pub ef_search: usize,
     /// HNSW layers (at most 16). Default 16.
     pub max_layers: usize,
@@ -34,9 +42,9 @@ pub struct DenseConfig {
 impl Default for DenseConfig {
     fn default() -> Self {
         DenseConfig {
-            exact_threshold: 2048,
+            exact_threshold: 16_384,
             max_connections: 24,
-            ef_construction: 200,
+            ef_construction: 100,
             ef_search: 96,
             max_layers: 16,
             embed_batch: 64,

@@ -49,6 +49,7 @@ pub(crate) fn save(
     spaces: &[(Namespace, Arc<RwLock<DenseNs>>)],
 ) -> Result<u64> {
     begin_persist(dir)?;
+    remove_old_vector_files(dir)?;
     let mut state = State {
         dimension: dim,
         embedder: embedder.to_string(),
@@ -74,6 +75,21 @@ pub(crate) fn save(
     write_json(&dir.join(STATE_FILE), &state)?;
     write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
     Ok(dir_bytes(dir))
+}
+
+/// Removes `vectors-*.f32` left by an earlier persist into `dir`, so a store
+/// with fewer namespaces leaves no stale files behind.
+fn remove_old_vector_files(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("vectors-") && name.ends_with(".f32") {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads what [`save`] wrote; nothing is returned unless everything checks.
@@ -147,6 +163,12 @@ pub(crate) fn load(
             ns.has_graph,
             cfg,
         );
+        if restored.ids().len() != restored.live() {
+            return Err(Error::store(
+                dir,
+                format!("namespace {} repeats a live source id", ns.namespace),
+            ));
+        }
         out.push((ns.namespace, restored));
     }
     Ok((out, dir_bytes(dir)))

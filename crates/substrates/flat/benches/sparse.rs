@@ -1,0 +1,99 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+//! M2 read latency (600 turns, 100k units), write throughput and bytes per
+//! unit. Every measured read is checked: within the allowance, and the
+//! planted fact is the top hit for its question.
+
+mod common;
+use common as synthetic;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use std::time::Instant;
+use submem_core::test_utils::test_services;
+use submem_core::{Namespace, Query, Substrate};
+use submem_flat::{SparseConfig, SparseMemory};
+use tokio::runtime::Runtime;
+
+fn rt() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+fn build(rt: &Runtime, n: usize) -> (SparseMemory, Namespace) {
+    let m = SparseMemory::new(test_services(None), SparseConfig::default()).unwrap();
+    let ns = Namespace::new("bench").unwrap();
+    let mut events = synthetic::turns(n, 1);
+    events.insert(n / 2, synthetic::planted("planted"));
+    let start = Instant::now();
+    for chunk in events.chunks(10_000) {
+        rt.block_on(m.write(&ns, chunk)).unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let fp = m.footprint();
+    eprintln!(
+        "M2 build {n} units: {:.0} units/s, {:.0} memory bytes/unit",
+        (n + 1) as f64 / secs,
+        fp.memory_bytes as f64 / (n + 1) as f64
+    );
+    let planted = rt
+        .block_on(m.read(&Query::question(
+            ns.clone(),
+            "who is the violin teacher?",
+            4096,
+        )))
+        .unwrap();
+    assert_eq!(planted.source_ids().next(), Some("planted"));
+    (m, ns)
+}
+
+fn bench_reads(c: &mut Criterion) {
+    let rt = rt();
+    let questions = synthetic::questions(64, 2);
+    for n in [600usize, 100_000] {
+        let (m, ns) = build(&rt, n);
+        let queries: Vec<Query> = questions
+            .iter()
+            .map(|q| Query::question(ns.clone(), q.clone(), 4096).with_top_k(10))
+            .collect();
+        for q in &queries {
+            let r = rt.block_on(m.read(q)).unwrap();
+            assert!(r.tokens <= q.allowance());
+            assert!(
+                !r.sources.is_empty(),
+                "synthetic questions share words with the turns"
+            );
+        }
+        let mut i = 0;
+        c.bench_function(&format!("m2_read_{n}_units"), |b| {
+            b.iter(|| {
+                i = (i + 1) % queries.len();
+                black_box(rt.block_on(m.read(&queries[i])).unwrap())
+            })
+        });
+    }
+}
+
+fn bench_write(c: &mut Criterion) {
+    let rt = rt();
+    let events = synthetic::turns(2_000, 3);
+    let ns = Namespace::new("bench").unwrap();
+    let mut group = c.benchmark_group("m2_write");
+    group.sample_size(20);
+    group.throughput(criterion::Throughput::Elements(events.len() as u64));
+    group.bench_function("2000_units_one_batch", |b| {
+        b.iter_batched(
+            || SparseMemory::new(test_services(None), SparseConfig::default()).unwrap(),
+            |m| {
+                let report = rt.block_on(m.write(&ns, &events)).unwrap();
+                assert_eq!(report.units, events.len());
+                m
+            },
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_reads, bench_write);
+criterion_main!(benches);
