@@ -497,6 +497,8 @@ impl FlexaMem {
                                         st.piece_vecs.insert(k, v);
                                     }
                                     EmbedTarget::Provisional(k) => {
+                                        // Older provisional vectors of this unit are stale.
+                                        st.provisional.retain(|o, _| o.0 != k.0);
                                         st.provisional.insert(k, v);
                                     }
                                 }
