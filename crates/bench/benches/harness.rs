@@ -15,13 +15,26 @@ use submem_bench::runner::{run, Models, RunOptions};
 use submem_core::test_utils::test_services;
 
 fn harness(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let dataset = Arc::new(
-        SyntheticSpec { conversations: 2, units: 400, questions: 50, session_size: 25, ..SyntheticSpec::default() }
-            .dataset()
-            .unwrap(),
+        SyntheticSpec {
+            conversations: 2,
+            units: 400,
+            questions: 50,
+            session_size: 25,
+            ..SyntheticSpec::default()
+        }
+        .dataset()
+        .unwrap(),
     );
-    let models = Arc::new(Models { services: test_services(None), reader: None, judge: None });
+    let models = Arc::new(Models {
+        services: test_services(None),
+        reader: None,
+        judge: None,
+    });
     let items = 2 * 50 * 2 * 2; // conversations x questions x budgets x ks
     let mut group = c.benchmark_group("harness");
     group.sample_size(20);
@@ -36,7 +49,15 @@ fn harness(c: &mut Criterion) {
                 ..RunOptions::default()
             };
             let specs = SubstrateSpec::parse_list("nomem").unwrap();
-            let out = rt.block_on(run(dataset.clone(), specs, Arc::new(Registry), models.clone(), opts)).unwrap();
+            let out = rt
+                .block_on(run(
+                    dataset.clone(),
+                    specs,
+                    Arc::new(Registry),
+                    models.clone(),
+                    opts,
+                ))
+                .unwrap();
             assert_eq!(out.new_items, items);
             black_box(out.items.len())
         })
@@ -52,13 +73,18 @@ fn metrics(c: &mut Criterion) {
             let f = token_f1(black_box("Paris, France"), "Paris");
             let u = bleu1("Paris", "Paris France");
             let s = sub_em("It was on 7 May 2023.", "7 May 2023");
-            assert!((f - 2.0 / 3.0).abs() < 1e-12 && (u - (-1.0f64).exp()).abs() < 1e-12 && s == 1.0);
+            assert!(
+                (f - 2.0 / 3.0).abs() < 1e-12 && (u - (-1.0f64).exp()).abs() < 1e-12 && s == 1.0
+            );
         })
     });
     c.bench_function("metrics/coverage_and_recall", |b| {
         b.iter(|| {
             let cov = evidence_coverage(
-                ["I went to a LGBTQ support group yesterday and it was so powerful.", "not there at all, not at all"],
+                [
+                    "I went to a LGBTQ support group yesterday and it was so powerful.",
+                    "not there at all, not at all",
+                ],
                 black_box(&memory),
             );
             let r = recall_at_k(&gold, ["D1:3", "D9:9"]);

@@ -2,30 +2,66 @@
 //!
 //! The submem harness: runs memory substrates on identical histories and
 //! reports the performance and efficiency metrics of *Harness the Memory*
-//! (Appendix D, Table 6) plus FlexA-Mem's evidence coverage.
+//! (Appendix D, Table 6) plus FlexA-Mem's evidence coverage. It is what
+//! `submem bench` runs.
 //!
 //! - [`dataset`]: LoCoMo, LongMemEval, ALFWorld trajectories, an agent-probe
-//!   JSONL format and a seeded synthetic generator, all loaded into the same
-//!   [`Dataset`];
+//!   JSONL format and a seeded synthetic generator (100 to 1,000,000 units,
+//!   streamed), all loaded into the same [`Dataset`];
+//! - [`registry`]: substrates built by name (`m1`, `m2`, `m10`,
+//!   `flexa:ranking=hybrid,kappa=64`, and the `nomem` / `recent` baselines);
+//! - [`runner`]: per substrate × conversation a fresh instance metered by its
+//!   own [`submem_core::Meter`]; write in session batches, manage, then read
+//!   every (question, budget, k) — one write per budget/k sweep; the recall
+//!   goes into one shared reader prompt ([`reader`]) whose fixed part sets
+//!   [`submem_core::Query::allowance`]; answers are judged with the Mem0 or
+//!   LongMemEval rubric; every item is appended to `items.jsonl` at once so a
+//!   killed run resumes;
 //! - [`metrics`]: EM, token F1, BLEU-1, SubEM, Recall@k, evidence coverage,
-//!   McNemar and the paired bootstrap;
-//! - [`registry`]: substrates built by name (`m1`, `m2`, `m10`, `flexa:…`);
-//! - [`runner`]: write → manage → read per conversation, metered, resumable;
-//! - [`summary`] and [`report`]: `summary.json`, `report.md` and an SVG
-//!   performance–latency scatter.
+//!   the exact McNemar test and the paired bootstrap;
+//! - [`summary`], [`report`] and [`compare`]: `summary.json`, `report.md`
+//!   (Table 1 layout), `scatter.svg`, and paired comparisons.
+//!
+//! **Deviations from the paper.** The paper's judge and reader are
+//! gpt-4o-mini and Qwen3/Gemma; here they are whatever LLM is configured (the
+//! embedded SmolLM2-135M by default, which is why the default table leads with
+//! LLM-free measures and lets the reader answer only a small labelled sample).
+//! Recall@k uses the source ids a recall reports rather than mapping chunks
+//! back to dialogue spans. Tokens are counted with o200k everywhere. P8–P11
+//! need a live environment and are reported as n/a; agentic memory is
+//! measured with probe questions about earlier steps instead.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use submem_bench::dataset::synthetic::SyntheticSpec;
+//! use submem_bench::registry::{Registry, SubstrateSpec};
+//! use submem_bench::runner::{run, Models, RunOptions};
+//! use submem_bench::{report, summary};
+//!
+//! let dataset = Arc::new(SyntheticSpec::default().dataset()?);
+//! let services = submem_models::Config::load(None)?.services()?;
+//! let models = Arc::new(Models { services, reader: None, judge: None }); // retrieval only
+//! let opts = RunOptions { budgets: vec![1024, 4096], ks: vec![5, 10], ..RunOptions::default() };
+//! let specs = SubstrateSpec::parse_list("m1,m2,m10,flexa:ranking=hybrid")?;
+//! let out = run(dataset, specs, Arc::new(Registry), models, opts.clone()).await?;
+//! let s = summary::summarize(&out.items, &out.writes);
+//! println!("{}", report::write_all(&opts.out, &s, &[])?);
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
 
-pub mod dataset;
-mod error;
-pub mod metrics;
-
-pub use dataset::{Conversation, Dataset, DatasetKind, HistorySource, Question, QuestionKind};
-pub use error::{BenchError, Result};
 pub mod baselines;
 pub mod compare;
+pub mod dataset;
+mod error;
 pub mod items;
+pub mod metrics;
 pub mod reader;
 pub mod registry;
 pub mod report;
 pub mod runner;
 pub mod summary;
+
+pub use dataset::{Conversation, Dataset, DatasetKind, HistorySource, Question, QuestionKind};
+pub use error::{BenchError, Result};

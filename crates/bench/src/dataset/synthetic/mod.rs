@@ -28,6 +28,12 @@ use std::sync::Arc;
 
 use submem_core::{Event, Regime, Step, Turn};
 
+mod vocab;
+use vocab::{
+    ATTRIBUTES, CLOSERS, ITEMS, MONTHS, NAMES, OBJECTS, OPENERS, RECEPTACLES, SERVICES, VERBS,
+    WHEN, WORDS,
+};
+
 use super::{
     Conversation, Dataset, DatasetKind, HistorySource, LoadWarnings, Question, QuestionKind,
 };
@@ -127,154 +133,6 @@ impl SyntheticSpec {
         })
     }
 }
-
-const NAMES: &[&str] = &[
-    "Ana", "Ben", "Chloe", "Dario", "Elif", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Keiko",
-    "Luca",
-];
-const ATTRIBUTES: &[&str] = &[
-    "gym locker code",
-    "dentist's name",
-    "cat's name",
-    "favourite restaurant",
-    "car",
-    "book club book",
-    "wifi password",
-    "flight number",
-    "hiking trail",
-    "piano teacher",
-    "bike lock combination",
-    "new neighbour's name",
-    "yoga studio",
-    "podcast of the month",
-    "allergy",
-    "garden plant",
-];
-const WORDS: &[&str] = &[
-    "amber", "birch", "cobalt", "delta", "ember", "fjord", "granite", "harbor", "indigo",
-    "juniper", "kestrel", "lumen", "maple", "nimbus", "onyx", "pebble", "quartz", "raven",
-    "sierra", "tundra", "umber", "violet", "willow", "zephyr",
-];
-const VERBS: &[&str] = &[
-    "cooked",
-    "watched",
-    "repaired",
-    "painted",
-    "visited",
-    "organised",
-    "cleaned",
-    "read about",
-    "planned",
-    "photographed",
-    "discussed",
-    "sketched",
-];
-const OBJECTS: &[&str] = &[
-    "a lentil soup",
-    "the old bicycle",
-    "a documentary on whales",
-    "the balcony",
-    "my grandmother's house",
-    "a small party",
-    "the kitchen shelves",
-    "a novel about sailors",
-    "a weekend trip",
-    "the river at dusk",
-    "a new budget",
-    "a vegetable garden",
-    "the school play",
-    "a pottery class",
-];
-const WHEN: &[&str] = &[
-    "yesterday",
-    "this morning",
-    "last weekend",
-    "on Tuesday",
-    "after work",
-    "with my brother",
-    "with friends",
-    "for hours",
-    "again",
-];
-const OPENERS: &[&str] = &[
-    "Honestly,",
-    "So,",
-    "Guess what:",
-    "Well,",
-    "By the way,",
-    "Oh,",
-    "Haha,",
-    "",
-];
-const CLOSERS: &[&str] = &[
-    " It was fun.",
-    " I was exhausted after.",
-    " Have you tried that?",
-    " Not bad at all.",
-    "",
-    " It took longer than expected.",
-    " I'd do it again.",
-];
-const RECEPTACLES: &[&str] = &[
-    "drawer",
-    "cabinet",
-    "shelf",
-    "desk",
-    "countertop",
-    "fridge",
-    "sidetable",
-    "dresser",
-    "safe",
-    "bed",
-];
-const ITEMS: &[&str] = &[
-    "pen",
-    "book",
-    "mug",
-    "cellphone",
-    "keychain",
-    "creditcard",
-    "pillow",
-    "bowl",
-    "plate",
-    "candle",
-    "remotecontrol",
-    "watch",
-    "cd",
-    "spoon",
-];
-const SERVICES: &[&str] = &[
-    "billing",
-    "search",
-    "auth",
-    "storage",
-    "metrics",
-    "payments",
-    "mail",
-    "inventory",
-    "reports",
-    "backup",
-    "gateway",
-    "ledger",
-    "scheduler",
-    "cache",
-    "catalog",
-    "profile",
-];
-const MONTHS: &[(&str, u32)] = &[
-    ("January", 31),
-    ("February", 28),
-    ("March", 31),
-    ("April", 30),
-    ("May", 31),
-    ("June", 30),
-    ("July", 31),
-    ("August", 31),
-    ("September", 30),
-    ("October", 31),
-    ("November", 30),
-    ("December", 31),
-];
 
 fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
