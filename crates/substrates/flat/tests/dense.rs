@@ -504,3 +504,21 @@ async fn restore_in_a_new_process_gives_the_same_recall() {
         .unwrap_or_else(|| panic!("child printed no recall: {stdout}"));
     assert_eq!(got, expected);
 }
+
+#[tokio::test]
+async fn persisting_again_leaves_no_stale_files() {
+    let m = DenseMemory::new(services(16), DenseConfig::default()).unwrap();
+    m.write(&ns("a"), &[said("1", "apple")]).await.unwrap();
+    m.write(&ns("b"), &[said("1", "pear")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    m.persist(dir.path()).await.unwrap();
+    assert!(dir.path().join("vectors-1.f32").exists());
+    m.forget(&Forget::Namespace(ns("b"))).await.unwrap();
+    m.persist(dir.path()).await.unwrap();
+    assert!(!dir.path().join("vectors-1.f32").exists());
+    let r = DenseMemory::new(services(16), DenseConfig::default()).unwrap();
+    r.restore(dir.path()).await.unwrap();
+    let q = |n: &str| Query::question(ns(n), "apple pear", 512);
+    assert_eq!(r.read(&q("a")).await.unwrap().sources.len(), 1);
+    assert!(r.read(&q("b")).await.unwrap().sources.is_empty());
+}
