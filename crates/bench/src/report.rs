@@ -231,6 +231,25 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             }
             out.push('\n');
         }
+        // Resolutions of the events shown.
+        let res: Vec<(&str, [f64; 3])> = runs
+            .iter()
+            .filter_map(|r| {
+                let o = r.metrics.get("resolution_shares")?.as_object()?;
+                let g = |k: &str| o.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+                Some((r.substrate.as_str(), [g("record"), g("excerpt"), g("raw")]))
+            })
+            .collect();
+        if !res.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nShown events by resolution (share of the sources recalls report):\n"
+            );
+            out.push_str("| Substrate | record | excerpt | raw |\n|---|---:|---:|---:|\n");
+            for (name, [a, b, c]) in res {
+                let _ = writeln!(out, "| {name} | {} | {} | {} |", f3(a), f3(b), f3(c));
+            }
+        }
         // Per-category recall.
         let mut cats: Vec<String> = runs
             .iter()
