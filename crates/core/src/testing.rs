@@ -106,6 +106,22 @@ pub fn fixture_trajectory(tag: &str, marker: &str) -> Vec<Event> {
         .collect()
 }
 
+/// A fresh scratch directory path, unique within the machine for this run, so
+/// several suites may run at once in one test binary.
+fn scratch_dir(what: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "submem-conformance-{what}-{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ))
+}
+
 fn ns(name: &str) -> Namespace {
     match Namespace::new(name) {
         Ok(n) => n,
@@ -247,11 +263,7 @@ where
     assert_eq!(before, after, "a refused write changed the memory");
 
     // Persistence round-trips into a fresh instance.
-    let dir = std::env::temp_dir().join(format!(
-        "submem-conformance-{}-{}",
-        std::process::id(),
-        s.info().name
-    ));
+    let dir = scratch_dir("store");
     let _ = std::fs::remove_dir_all(&dir);
     s.persist(&dir)
         .await
@@ -277,7 +289,7 @@ where
     let _ = std::fs::remove_dir_all(&dir);
 
     // A missing or foreign directory is refused, never read as empty memory.
-    let foreign = std::env::temp_dir().join(format!("submem-foreign-{}", std::process::id()));
+    let foreign = scratch_dir("foreign");
     let _ = std::fs::create_dir_all(&foreign);
     let _ = std::fs::write(foreign.join("README"), "not a store");
     assert!(
