@@ -95,6 +95,9 @@ pub struct ItemRecord {
     pub sub_em: Option<f64>,
     /// P4 verdict (`None`: not judged, or the judge's reply was unreadable).
     pub judge: Option<bool>,
+    /// The judge's raw reply (kept so unreadable verdicts can be inspected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_reply: Option<String>,
 }
 
 /// Costs of writing one conversation into one substrate.

@@ -232,14 +232,14 @@ pub fn parse_verdict(rubric: Rubric, reply: &str) -> Option<bool> {
     }
 }
 
-/// Asks `judge` for a verdict on `answer`.
+/// Asks `judge` for a verdict on `answer`; returns the verdict and the raw reply.
 pub async fn judge(
     judge: &Arc<dyn Llm>,
     dataset: DatasetKind,
     question: &Question,
     gold: &str,
     answer: &str,
-) -> Result<Option<bool>> {
+) -> Result<(Option<bool>, String)> {
     let rubric = rubric_for(dataset, question.kind);
     let req = ChatRequest::new(vec![ChatMessage::user(judge_prompt(
         rubric,
@@ -255,7 +255,7 @@ pub async fn judge(
             what: format!("judge {} on question {}", judge.name(), question.id),
             source: e,
         })?;
-    Ok(parse_verdict(rubric, &c.text))
+    Ok((parse_verdict(rubric, &c.text), c.text))
 }
 
 #[cfg(test)]

@@ -543,6 +543,7 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             bleu1: None,
             sub_em: None,
             judge: None,
+            judge_reply: None,
         };
         let in_sample = ctx
             .sample
@@ -565,7 +566,10 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
                     item.sub_em = Some(sub_em(&answer, gold));
                 }
                 if let Some(j) = &ctx.models.judge {
-                    item.judge = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
+                    let (verdict, reply) =
+                        reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
+                    item.judge = verdict;
+                    item.judge_reply = Some(reply);
                 }
                 item.answer = Some(answer);
             }

@@ -330,6 +330,7 @@ mod tests {
             bleu1: None,
             sub_em: None,
             judge,
+            judge_reply: None,
         }
     }
 
