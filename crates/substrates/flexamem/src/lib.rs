@@ -53,6 +53,14 @@
 //!   `manage()` compacts it.
 //! - **BM25** is our exact implementation ([`bm25`]), Lucene's IDF, Lucene's
 //!   classic English stop words.
+//! - **Relevance order** is the paper's: no unit is ever degraded to make
+//!   room for a less relevant one, but a smaller, less relevant unit may
+//!   still be shown raw after a larger, more relevant one had to become an
+//!   excerpt (Eq. 4 gives each candidate the best resolution that fits the
+//!   room left). Among equally sized candidates resolutions never increase.
+//! - **Prompt echoes.** Small models often answer with the instructions;
+//!   records and merged records that mostly repeat the prompt are treated as
+//!   failures and replaced by the rule writer (counted in [`FlexaStats`]).
 //! - Pieces of a step's output block are always labelled with the step
 //!   number and the first line of its command (the output block never
 //!   begins its step).

@@ -315,21 +315,26 @@ impl FlexaMem {
                 if u.version != version || u.note.is_some() {
                     continue;
                 }
-                let mut sims: Vec<(f32, u64)> = st
-                    .units
-                    .range(..id)
-                    .filter_map(|(uid, other)| {
-                        other
-                            .note
-                            .as_ref()
-                            .map(|n| (cosine(&v, &n.embedding), *uid))
-                    })
-                    .collect();
-                sims.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                sims.into_iter()
-                    .take(self.config.links)
-                    .map(|(_, u)| u)
-                    .collect()
+                // The `links` most similar earlier notes (ties to the older),
+                // kept in a small sorted buffer: O(n) per note, not O(n log n).
+                let k = self.config.links;
+                let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
+                for (uid, other) in st.units.range(..id) {
+                    let Some(n) = other.note.as_ref() else {
+                        continue;
+                    };
+                    let sim = cosine(&v, &n.embedding);
+                    if best.len() == k && best.last().is_some_and(|w| w.0 >= sim) {
+                        continue;
+                    }
+                    let pos = best
+                        .iter()
+                        .position(|(s, u)| sim > *s || (sim == *s && *uid < *u))
+                        .unwrap_or(best.len());
+                    best.insert(pos, (sim, *uid));
+                    best.truncate(k);
+                }
+                best.into_iter().map(|(_, u)| u).collect()
             };
             let rec = LogRecord::Note {
                 ns: ns.clone(),
