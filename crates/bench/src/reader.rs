@@ -358,7 +358,8 @@ mod tests {
         assert_eq!(
             judge(&j, DatasetKind::Locomo, &q(), "red Fiat", &a)
                 .await
-                .unwrap(),
+                .unwrap()
+                .0,
             Some(true)
         );
     }
