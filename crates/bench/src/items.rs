@@ -63,6 +63,10 @@ pub struct ItemRecord {
     pub gold_evidence: usize,
     /// P6 for this item (`None` without gold evidence).
     pub recall_at_k: Option<f64>,
+    /// P6 counting only sources shown verbatim (excerpt or raw), not those
+    /// shown only through an LLM-written record.
+    #[serde(default)]
+    pub recall_verbatim: Option<f64>,
     /// Evidence coverage counts.
     pub coverage: CoverageCounts,
     /// Shown events by resolution.

@@ -294,7 +294,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
     }
     out.push_str(
         "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \
-`cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words). \
+`P6 verb` = Recall@k counting only events shown verbatim (not only inside an LLM-written record); `cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words). \
 P8–P11 (task success, goal conditions, steps, pass@1) need a live environment: n/a here. \
 Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
     );

@@ -523,6 +523,14 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
         );
         let mut item = ItemRecord {
             recall_at_k: recall_at_k(&q.evidence, recall.source_ids()),
+            recall_verbatim: recall_at_k(
+                &q.evidence,
+                recall
+                    .sources
+                    .iter()
+                    .filter(|s| s.resolution != Resolution::Record)
+                    .map(|s| s.source_id.as_str()),
+            ),
             key,
             category: q.category.clone(),
             kind: q.kind,

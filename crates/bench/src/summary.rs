@@ -5,7 +5,11 @@
 //! Conventions (all times in **seconds**):
 //! - P1–P3, P12: mean over answered items with a gold answer (abstention and
 //!   LoCoMo adversarial items excluded); P4: share of CORRECT over judged
-//!   items; P6: mean Recall@k over items with gold evidence.
+//!   items; P6: mean Recall@k over items with gold evidence, counting every
+//!   source a recall reports at any resolution; `P6_verbatim` counts only
+//!   sources shown verbatim (excerpt or raw) — a substrate that lists every
+//!   unit as an LLM-written record (FlexA-Mem's timeline) has P6 = 1 by
+//!   construction, so compare `P6_verbatim` and evidence coverage.
 //! - P5 = Σ input tokens / Σ stored tokens over conversations (footprint).
 //! - P8–P11 need a live environment and are always `null`.
 //! - E1: Σ memory + disk bytes over conversations (each conversation has its
@@ -306,6 +310,7 @@ mod tests {
             kind: QuestionKind::Standard,
             gold_evidence: 1,
             recall_at_k: recall,
+            recall_verbatim: recall,
             coverage: CoverageCounts {
                 gold: 2,
                 whole: 1,
