@@ -87,6 +87,12 @@ const COLUMNS: &[Column] = &[
         format: f3,
     },
     Column {
+        title: "P6 verb ↑",
+        metric: "P6_verbatim",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
         title: "cover ↑",
         metric: "evidence_coverage",
         better: Better::Higher,
