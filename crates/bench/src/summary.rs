@@ -119,6 +119,10 @@ fn answer_metrics(items: &[&ItemRecord], m: &mut Map<String, Value>) {
         "P6".into(),
         mean(items.iter().filter_map(|i| i.recall_at_k)),
     );
+    m.insert(
+        "P6_verbatim".into(),
+        mean(items.iter().filter_map(|i| i.recall_verbatim)),
+    );
     let gold: u32 = items.iter().map(|i| i.coverage.gold).sum();
     let whole: u32 = items.iter().map(|i| i.coverage.whole).sum();
     let part: u32 = items.iter().map(|i| i.coverage.part).sum();
@@ -371,6 +375,7 @@ mod tests {
         assert_eq!(s.runs.len(), 1);
         let r = &s.runs[0];
         assert_eq!(r.number("P6"), Some(0.5));
+        assert_eq!(r.number("P6_verbatim"), Some(0.5));
         assert_eq!(r.number("P4"), Some(0.5));
         assert_eq!(r.metrics["P1"], Value::Null);
         assert_eq!(r.metrics["P8"], Value::Null);
