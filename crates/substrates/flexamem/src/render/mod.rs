@@ -278,13 +278,12 @@ pub fn render(ctx: &Ctx<'_>) -> Outcome {
         window_tokens + sep
     };
     let a = allowance.saturating_sub(window_cost);
-    let newest_tokens = units.last().map_or(0, |u| u.raw_tokens);
     // Appendix A: merges are sized by the larger of the current allowance and
-    // the one with a full recent window; the oldest records are hidden for
-    // this call when the newest unit alone exceeds a quarter of the budget.
+    // the one with a full recent window; when the newest unit alone exceeds a
+    // quarter of the budget the current allowance is the smaller, and the
+    // oldest records are hidden for this call to fit it.
     let a_ref = allowance.saturating_sub(quarter);
     let a_merge = if agentic { a.max(a_ref) } else { a };
-    let hide = agentic && newest_tokens > quarter;
 
     // Past units with their records and vectors.
     let mut need = Need::default();
@@ -334,7 +333,6 @@ pub fn render(ctx: &Ctx<'_>) -> Outcome {
         allowance,
         a,
         a_merge,
-        hide,
         window,
         window_tokens,
     };
@@ -364,7 +362,6 @@ struct Renderer<'c, 'a> {
     allowance: usize,
     a: usize,
     a_merge: usize,
-    hide: bool,
     window: String,
     window_tokens: usize,
 }

@@ -145,8 +145,10 @@ impl Renderer<'_, '_> {
             .sum();
         let d = d.max(0) as usize;
         let threshold = merge_threshold(self.a_merge, cfg.rho, d);
-        let hide =
-            (self.hide && self.a < self.a_merge).then(|| merge_threshold(self.a, cfg.rho, d));
+        // Hide the oldest entries for this call when the newest unit crowds
+        // the window (agents), or when merging alone cannot reach the
+        // threshold (a merged record can exceed a tiny allowance).
+        let hide = Some(merge_threshold(self.a, cfg.rho, d));
         let mut built = match self.build(tl_tokens, mergeable, threshold, hide) {
             Ok(b) => b,
             Err(n) => return Outcome::Need(n),
