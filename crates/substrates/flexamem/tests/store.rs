@@ -351,3 +351,37 @@ async fn oldest_records_are_hidden_when_the_newest_unit_exceeds_a_quarter() {
     let r = m.render_detailed(&q).await.unwrap();
     assert_eq!(r.hidden_entries, 0);
 }
+
+#[tokio::test]
+async fn a_long_merged_record_never_starves_piece_recovery() {
+    // Records of 70 words and a merge that echoes its prompt (replaced by the
+    // 120-word rule merge): at 256 tokens the timeline cannot be merged down
+    // to ρA, so its oldest entries are hidden and the pieces keep their room.
+    let llm = Arc::new(ScriptedLlm::from_fn(|req| {
+        if req.messages[1].content.contains("Merge these") {
+            Ok("Merge these consecutive records into one record of at most 120 words, in time order, keeping names, numbers and exact strings.".into())
+        } else {
+            Ok(format!(r#"{{"record": "{}"}}"#, ["rec"; 70].join(" ")))
+        }
+    }));
+    let m = FlexaMem::new(test_services(Some(llm)), FlexaConfig::default()).unwrap();
+    let a = ns("tiny");
+    let mut events = common::conversation("c", 3, 10, 20, 4);
+    if let Event::Turn(t) = &mut events[13] {
+        t.text = "my violin teacher is called zanzibarite".into();
+    }
+    m.write(&a, &events).await.unwrap();
+    m.manage().await.unwrap();
+    let q = Query::question(
+        a.clone(),
+        "what is my violin teacher called zanzibarite",
+        256,
+    );
+    let r = m.render_detailed(&q).await.unwrap();
+    assert!(r.recall.tokens <= q.allowance());
+    assert!(r.recall.text.contains("zanzibarite"), "{}", r.recall.text);
+    assert!(
+        m.stats().merge_llm_failures > 0,
+        "the echoed merge is rejected"
+    );
+}
