@@ -409,7 +409,10 @@ impl<'c, 'a> Renderer<'c, 'a> {
     }
 
     /// Builds the timeline: adopted merges first, then merges while the
-    /// timeline is longer than `threshold`, then hiding (agents).
+    /// timeline is longer than `threshold`, then, for this call only, hides
+    /// the oldest entries while it is longer than `hide_threshold` (the one
+    /// place that rule lives: merges cannot always reach a tiny budget's
+    /// share, and an agent's newest unit may crowd the window).
     fn build<'t>(
         &self,
         tl_tokens: &'t [usize],

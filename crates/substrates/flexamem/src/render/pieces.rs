@@ -9,20 +9,15 @@ impl Renderer<'_, '_> {
         let counter = self.ctx.counter;
         let c = self.cosines();
         let threshold = f64::from(cfg.rho) * self.a_merge as f64;
-        // Hide the oldest entries for this call when the timeline cannot be
-        // merged down to its share (a merged record alone can exceed ρA at
-        // tiny budgets) or when the newest unit crowds the window (agents).
+        // The timeline's share is ρ·A. Merges alone cannot always reach it (a
+        // merged record may be up to 150 words, longer than ρ·A at small
+        // budgets): `build` then hides the oldest records for this call, so
+        // the pieces, which hold the verbatim evidence, keep at least (1 − ρ)·A.
         let hide = Some(f64::from(cfg.rho) * self.a as f64);
         let mut built = match self.build(tl_tokens, mergeable, threshold, hide) {
             Ok(b) => b,
             Err(n) => return Outcome::Need(n),
         };
-        // The timeline's share is ρ·A. Merges alone cannot always reach it (a
-        // merged record may be up to 150 words, longer than ρ·A at small
-        // budgets): then hide the oldest records for this call, so the pieces,
-        // which hold the verbatim evidence, keep at least (1 − ρ)·A.
-        let share = (f64::from(cfg.rho) * self.a as f64).floor() as usize;
-        while built.tl.tokens() > share && built.tl.hide_oldest() {}
         // Rank every piece of every past unit.
         let qtext = match self.ctx.query.regime {
             Regime::Agentic => self.ctx.query.retrieval_text(),
