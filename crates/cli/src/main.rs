@@ -20,6 +20,11 @@ use std::process::ExitCode;
 
 use tracing_subscriber::EnvFilter;
 
+// hnsw_rs allocates a node per candidate while searching; mimalloc makes M1
+// graph reads about 25% faster than the system allocator (dense bench).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Pluggable memory substrates for LLM agents: benchmark, models, comparisons.
 #[derive(Debug, Parser)]
 #[command(name = "submem", version, about, long_about = None)]

@@ -113,11 +113,15 @@ async fn hnsw_recall_at_10_is_at_least_098_on_hashing_vectors() {
 #[tokio::test]
 async fn hnsw_recall_at_10_on_random_unit_vectors() {
     // Uniform random 384-d unit vectors are the hardest case for a graph
-    // index (no structure); queries are stored vectors plus noise.
+    // index (no structure); queries are stored vectors plus noise. The
+    // default `ef_search` (64, chosen for latency) reaches 0.96 here; the
+    // documented high-recall setting, 96, is what this case needs.
     let dim = 384;
     let m = DenseMemory::new(
         services(dim),
-        DenseConfig::default().with_exact_threshold(1),
+        DenseConfig::default()
+            .with_exact_threshold(1)
+            .with_ef_search(96),
     )
     .unwrap();
     let a = ns("a");
@@ -343,7 +347,7 @@ async fn torn_and_mismatched_stores_are_refused_and_state_is_kept() {
     assert_eq!(live.read(&q).await.unwrap().text, kept);
 
     // Repaired: restores.
-    submem_core::persist::write_manifest(dir.path(), "M1 dense-hnsw", 1).unwrap();
+    submem_core::persist::write_manifest(dir.path(), "M1 dense-hnsw", 2).unwrap();
     live.restore(dir.path()).await.unwrap();
     assert!(live
         .read(&q)
@@ -352,6 +356,61 @@ async fn torn_and_mismatched_stores_are_refused_and_state_is_kept() {
         .sources
         .iter()
         .all(|s| s.source_id != "z"));
+}
+
+#[tokio::test]
+async fn torn_or_foreign_graph_files_are_refused() {
+    let cfg = DenseConfig::default().with_exact_threshold(10);
+    let m = DenseMemory::new(services(32), cfg.clone()).unwrap();
+    let texts = sentences(120, 5..10, 21);
+    let events: Vec<Event> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| said(&format!("u{i}"), t))
+        .collect();
+    m.write(&ns("a"), &events).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    m.persist(dir.path()).await.unwrap();
+    let graph = dir.path().join("graph-0.hnsw.graph");
+    let data = dir.path().join("graph-0.hnsw.data");
+    let (graph_bytes, data_bytes) = (
+        std::fs::read(&graph).unwrap(),
+        std::fs::read(&data).unwrap(),
+    );
+    let fresh = || DenseMemory::new(services(32), cfg.clone()).unwrap();
+    fresh().restore(dir.path()).await.unwrap();
+
+    let refused = |what: &str, err: Error| {
+        assert!(matches!(err, Error::Store { .. }), "{what}: {err}");
+    };
+    std::fs::write(&graph, &graph_bytes[..graph_bytes.len() / 2]).unwrap();
+    refused("torn graph", fresh().restore(dir.path()).await.unwrap_err());
+    std::fs::write(&graph, b"not a graph at all").unwrap();
+    refused(
+        "foreign graph",
+        fresh().restore(dir.path()).await.unwrap_err(),
+    );
+    std::fs::write(&graph, &graph_bytes).unwrap();
+    let mut flipped = data_bytes.clone();
+    flipped[data_bytes.len() / 2] ^= 0xff;
+    std::fs::write(&data, &flipped).unwrap();
+    refused(
+        "altered data",
+        fresh().restore(dir.path()).await.unwrap_err(),
+    );
+    std::fs::remove_file(&data).unwrap();
+    refused(
+        "missing data",
+        fresh().restore(dir.path()).await.unwrap_err(),
+    );
+    std::fs::write(&data, &data_bytes).unwrap();
+    let back = fresh();
+    back.restore(dir.path()).await.unwrap();
+    let q = Query::question(ns("a"), texts[7].clone(), 4096).with_top_k(3);
+    assert_eq!(
+        back.read(&q).await.unwrap().text,
+        m.read(&q).await.unwrap().text
+    );
 }
 
 #[tokio::test]

@@ -1,20 +1,19 @@
 //! One namespace of the dense substrate: its units, a contiguous array of
 //! their unit vectors, tombstones, and (at or above
-//! [`DenseConfig::exact_threshold`] live units) an HNSW graph over them.
+//! [`DenseConfig::exact_threshold`] live units) an HNSW [`Graph`] over them.
 //!
-//! The graph is always the result of inserting **every slot, in slot order**,
-//! into a fresh `hnsw_rs` index (whose level generator is seeded), one at a
-//! time: forgetting only sets a tombstone, which reads filter out. The graph
-//! is therefore a pure function of the slots and of whether it exists, so a
-//! restore that re-inserts the persisted slots rebuilds the very same graph and
-//! answers every query the same way. [`DenseNs::compact`] drops the tombstoned
-//! slots and rebuilds the graph from the survivors.
+//! Forgetting only sets a tombstone, which reads filter out;
+//! [`DenseNs::compact`] drops the tombstoned slots and rebuilds the graph from
+//! the survivors. A restore gets the saved graph back as it was (see
+//! [`super::graph`]), so it answers every query the same way.
 
-use hnsw_rs::hnsw::Hnsw;
 use std::collections::HashMap;
+use std::path::Path;
+use submem_core::Result;
 
 use super::config::DenseConfig;
-use super::vector::{dot, exact_top_k, UnitDot};
+use super::graph::{Graph, GraphFiles};
+use super::vector::{dot, exact_top_k};
 use crate::unit::StoredUnit;
 
 /// Bytes per neighbour entry inside hnsw_rs (`Arc<Point>` + `f32`, padded).
@@ -36,7 +35,7 @@ pub(crate) struct DenseNs {
     ids: HashMap<String, usize>,
     /// Position the next unit gets.
     pub next_position: u64,
-    graph: Option<Hnsw<'static, f32, UnitDot>>,
+    graph: Option<Graph>,
 }
 
 impl std::fmt::Debug for DenseNs {
@@ -64,16 +63,15 @@ impl DenseNs {
         }
     }
 
-    /// Rebuilds a namespace from persisted slots; `with_graph` says whether
-    /// the persisted one had a graph.
+    /// A namespace from its slots and, when it has one, its graph (which
+    /// must index exactly these slots).
     pub fn from_parts(
         dim: usize,
         units: Vec<StoredUnit>,
         vectors: Vec<f32>,
         alive: Vec<bool>,
         next_position: u64,
-        with_graph: bool,
-        cfg: &DenseConfig,
+        graph: Option<Graph>,
     ) -> Self {
         let ids = units
             .iter()
@@ -83,7 +81,7 @@ impl DenseNs {
             .map(|(slot, (u, _))| (u.source_id.clone(), slot))
             .collect();
         let dead = alive.iter().filter(|a| !**a).count();
-        let mut ns = DenseNs {
+        DenseNs {
             dim,
             units,
             vectors,
@@ -91,12 +89,8 @@ impl DenseNs {
             dead,
             ids,
             next_position,
-            graph: None,
-        };
-        if with_graph {
-            ns.graph = Some(ns.build_graph(cfg));
+            graph,
         }
-        ns
     }
 
     /// Live source ids → slot.
@@ -110,6 +104,7 @@ impl DenseNs {
     }
 
     /// Whether an HNSW graph serves this namespace.
+    #[cfg(test)]
     pub fn has_graph(&self) -> bool {
         self.graph.is_some()
     }
@@ -127,11 +122,7 @@ impl DenseNs {
         }
         self.vectors.extend_from_slice(&vectors);
         match &self.graph {
-            Some(graph) => {
-                for slot in first..self.units.len() {
-                    graph.insert_slice((self.row(slot), slot));
-                }
-            }
+            Some(graph) => graph.insert(self.rows(first..self.units.len())),
             None if self.live() >= cfg.exact_threshold => {
                 tracing::debug!(slots = self.units.len(), "building HNSW graph");
                 self.graph = Some(self.build_graph(cfg));
@@ -144,23 +135,28 @@ impl DenseNs {
         &self.vectors[slot * self.dim..(slot + 1) * self.dim]
     }
 
-    /// A fresh graph over every slot, inserted one at a time in slot order.
-    fn build_graph(&self, cfg: &DenseConfig) -> Hnsw<'static, f32, UnitDot> {
-        let graph = Hnsw::new(
-            cfg.max_connections,
-            self.units.len().max(1024),
-            cfg.max_layers,
-            cfg.ef_construction,
-            UnitDot,
-        );
-        for slot in 0..self.units.len() {
-            graph.insert_slice((self.row(slot), slot));
-        }
+    fn rows(&self, slots: std::ops::Range<usize>) -> Vec<(&[f32], usize)> {
+        slots.map(|slot| (self.row(slot), slot)).collect()
+    }
+
+    /// A fresh graph over every slot.
+    fn build_graph(&self, cfg: &DenseConfig) -> Graph {
+        let graph = Graph::new(cfg, self.units.len());
+        graph.insert(self.rows(0..self.units.len()));
         graph
     }
 
+    /// Saves the graph, if any, into `dir` under `basename`.
+    pub fn save_graph(&self, dir: &Path, basename: &str) -> Result<Option<GraphFiles>> {
+        self.graph
+            .as_ref()
+            .map(|g| g.save(dir, basename))
+            .transpose()
+    }
+
     /// The `k` live slots nearest to `query` (a unit vector), best first, with
-    /// their exact cosine; ties go to the newer slot.
+    /// their exact cosine; ties go to the newer slot. With a graph, the `ef`
+    /// candidates it finds are rescored exactly and the best `k` kept.
     pub fn search(&self, query: &[f32], k: usize, cfg: &DenseConfig) -> Vec<(usize, f32)> {
         // Clamped: a huge user-given k must not become a huge allocation.
         let k = k.min(self.live());
@@ -171,16 +167,22 @@ impl DenseNs {
             return exact_top_k(query, &self.vectors, self.dim, k, |slot| self.alive[slot]);
         };
         let ef = cfg.ef_search.max(k);
-        let hits = if self.dead == 0 {
-            graph.search(query, k, ef)
-        } else {
-            let alive = |id: &usize| self.alive.get(*id).copied().unwrap_or(false);
-            graph.search_filter(query, k, ef, Some(&alive))
-        };
+        let is_alive = |slot: &usize| self.alive.get(*slot).copied().unwrap_or(false);
+        // The whole candidate list comes back and is rescored with the exact
+        // vectors below, which undoes the graph's quantisation. hnsw_rs's
+        // filtered search never stops early, so forgotten slots are dropped
+        // from the unfiltered list; only when too few survive is the
+        // filtered search worth its cost.
+        let mut hits = graph.search(query, ef, ef, None);
+        if self.dead > 0 {
+            hits.retain(is_alive);
+            if hits.len() < k {
+                hits = graph.search(query, ef, ef, Some(&is_alive));
+            }
+        }
         let mut scored: Vec<(usize, f32)> = hits
             .into_iter()
-            .map(|n| n.d_id)
-            .filter(|slot| self.alive.get(*slot).copied().unwrap_or(false))
+            .filter(is_alive)
             .map(|slot| (slot, dot(query, self.row(slot))))
             .collect();
         scored.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
@@ -222,16 +224,10 @@ impl DenseNs {
             }
         }
         let alive = vec![true; units.len()];
-        let with_graph = units.len() >= cfg.exact_threshold;
-        *self = DenseNs::from_parts(
-            self.dim,
-            units,
-            vectors,
-            alive,
-            self.next_position,
-            with_graph,
-            cfg,
-        );
+        *self = DenseNs::from_parts(self.dim, units, vectors, alive, self.next_position, None);
+        if self.units.len() >= cfg.exact_threshold {
+            self.graph = Some(self.build_graph(cfg));
+        }
         removed
     }
 
@@ -246,7 +242,7 @@ impl DenseNs {
     }
 
     /// Estimated bytes: units, the vector array, the id map, and for the
-    /// graph one more copy of each vector (hnsw_rs keeps its own), the
+    /// graph each vector's `i8` code (hnsw_rs keeps its own copy), the
     /// expected neighbour lists (`2·M` on layer 0, `M` above on the
     /// `1/(M−1)` share of points that reach them) and a fixed per-point cost.
     pub fn memory_bytes(&self, cfg: &DenseConfig) -> u64 {
@@ -262,7 +258,7 @@ impl DenseNs {
             let m = cfg.max_connections as u64;
             let upper = m / (m.saturating_sub(1)).max(1);
             let per_point =
-                self.dim as u64 * 4 + (2 * m + upper) * NEIGHBOUR_BYTES + POINT_OVERHEAD_BYTES;
+                self.dim as u64 + (2 * m + upper) * NEIGHBOUR_BYTES + POINT_OVERHEAD_BYTES;
             per_point * self.units.len() as u64
         } else {
             0
@@ -340,25 +336,52 @@ mod tests {
     }
 
     #[test]
-    fn rebuilt_graph_answers_like_the_original() {
+    fn saved_graph_loads_and_answers_like_the_original() {
         let cfg = DenseConfig::default().with_exact_threshold(20);
         let dim = 12;
         let mut ns = DenseNs::new(dim);
         ns.append((0..25).map(unit).collect(), vectors(25, dim, 4), &cfg);
-        ns.append((25..60).map(unit).collect(), vectors(35, dim, 5), &cfg);
+        // A batch large enough to be inserted in parallel.
+        ns.append((25..300).map(unit).collect(), vectors(275, dim, 5), &cfg);
         ns.forget(&["u3".into()]);
+        let dir = tempfile::tempdir().unwrap();
+        let files = ns.save_graph(dir.path(), "g").unwrap().unwrap();
+        let graph = Graph::load(dir.path(), &files, 300, dim).unwrap();
         let copy = DenseNs::from_parts(
             dim,
             ns.units.clone(),
             ns.vectors.clone(),
             ns.alive.clone(),
             ns.next_position,
-            true,
-            &cfg,
+            Some(graph),
         );
         for seed in 0..20 {
             let q = vectors(1, dim, 100 + seed);
             assert_eq!(ns.search(&q, 5, &cfg), copy.search(&q, 5, &cfg));
         }
+        assert!(Graph::load(dir.path(), &files, 299, dim).is_err());
+        let mut altered = files.clone();
+        altered.graph_sha256 = "0".repeat(64);
+        assert!(Graph::load(dir.path(), &altered, 300, dim).is_err());
+    }
+
+    #[test]
+    fn tombstones_are_skipped_without_losing_k() {
+        let cfg = DenseConfig::default().with_exact_threshold(10);
+        let dim = 16;
+        let mut ns = DenseNs::new(dim);
+        ns.append((0..200).map(unit).collect(), vectors(200, dim, 6), &cfg);
+        let q = ns.row(42).to_vec();
+        let before = ns.search(&q, 10, &cfg);
+        let gone: Vec<String> = before[..5].iter().map(|(s, _)| format!("u{s}")).collect();
+        ns.forget(&gone);
+        let after = ns.search(&q, 10, &cfg);
+        assert_eq!(after.len(), 10);
+        assert!(after.iter().all(|(s, _)| ns.alive[*s]));
+        // Forgetting all but three still finds those three.
+        let most: Vec<String> = (3..200).map(|i| format!("u{i}")).collect();
+        ns.forget(&most);
+        let left: Vec<usize> = ns.search(&q, 10, &cfg).iter().map(|(s, _)| *s).collect();
+        assert_eq!(left.len(), 3);
     }
 }

@@ -1,9 +1,8 @@
 //! On-disk form of the dense substrate: `dense.json` (dimension, embedder
 //! name, and per namespace its units, tombstones, next position and whether
-//! it has a graph), one `vectors-N.f32` file of little-endian `f32` rows per
-//! namespace, and the manifest, written last. The graph itself is not saved:
-//! restore re-inserts the slots in order, which rebuilds it identically (see
-//! [`super::ns`]).
+//! the record of its graph files), one `vectors-N.f32` file of little-endian
+//! `f32` rows per namespace, hnsw_rs's two dump files `graph-N.hnsw.{graph,data}`
+//! for each namespace with a graph, and the manifest, written last.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -13,7 +12,7 @@ use submem_core::persist::{
 };
 use submem_core::{Error, Namespace, Result};
 
-use super::config::DenseConfig;
+use super::graph::{is_graph_file, Graph, GraphFiles};
 use super::ns::DenseNs;
 use crate::lock;
 use crate::unit::{dir_bytes, StoredUnit};
@@ -21,7 +20,7 @@ use crate::unit::{dir_bytes, StoredUnit};
 /// Manifest name of this store.
 pub(crate) const MANIFEST_NAME: &str = "M1 dense-hnsw";
 /// Format version of the files below.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 const STATE_FILE: &str = "dense.json";
 
 #[derive(Serialize, Deserialize)]
@@ -35,7 +34,7 @@ struct State {
 struct NsState {
     namespace: Namespace,
     next_position: u64,
-    has_graph: bool,
+    graph: Option<GraphFiles>,
     vector_file: String,
     units: Vec<StoredUnit>,
     alive: Vec<bool>,
@@ -49,7 +48,7 @@ pub(crate) fn save(
     spaces: &[(Namespace, Arc<RwLock<DenseNs>>)],
 ) -> Result<u64> {
     begin_persist(dir)?;
-    remove_old_vector_files(dir)?;
+    remove_old_files(dir)?;
     let mut state = State {
         dimension: dim,
         embedder: embedder.to_string(),
@@ -63,10 +62,11 @@ pub(crate) fn save(
             bytes.extend_from_slice(&x.to_le_bytes());
         }
         write_atomic(&dir.join(&vector_file), &bytes)?;
+        let graph = ns.save_graph(dir, &format!("graph-{i}"))?;
         state.namespaces.push(NsState {
             namespace: name.clone(),
             next_position: ns.next_position,
-            has_graph: ns.has_graph(),
+            graph,
             vector_file,
             units: ns.units.clone(),
             alive: ns.alive.clone(),
@@ -77,14 +77,17 @@ pub(crate) fn save(
     Ok(dir_bytes(dir))
 }
 
-/// Removes `vectors-*.f32` left by an earlier persist into `dir`, so a store
-/// with fewer namespaces leaves no stale files behind.
-fn remove_old_vector_files(dir: &Path) -> Result<()> {
+/// Removes vector and graph files left by an earlier persist into `dir`, so a
+/// store with fewer namespaces leaves no stale files behind (and hnsw_rs,
+/// which will not overwrite a dump, writes under the expected names).
+fn remove_old_files(dir: &Path) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("vectors-") && name.ends_with(".f32") {
+        if (name.starts_with("vectors-") && name.ends_with(".f32"))
+            || (name.starts_with("graph-") && is_graph_file(&name))
+        {
             let path = entry.path();
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
         }
@@ -97,7 +100,6 @@ pub(crate) fn load(
     dir: &Path,
     dim: usize,
     embedder: &str,
-    cfg: &DenseConfig,
 ) -> Result<(Vec<(Namespace, DenseNs)>, u64)> {
     check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
     let state: State = read_json(&dir.join(STATE_FILE))?;
@@ -154,15 +156,13 @@ pub(crate) fn load(
         if vectors.iter().any(|x| !x.is_finite()) {
             return Err(Error::store(&path, "vector file holds non-finite values"));
         }
-        let restored = DenseNs::from_parts(
-            dim,
-            ns.units,
-            vectors,
-            ns.alive,
-            ns.next_position,
-            ns.has_graph,
-            cfg,
-        );
+        let graph = ns
+            .graph
+            .as_ref()
+            .map(|files| Graph::load(dir, files, slots, dim))
+            .transpose()?;
+        let restored =
+            DenseNs::from_parts(dim, ns.units, vectors, ns.alive, ns.next_position, graph);
         if restored.ids().len() != restored.live() {
             return Err(Error::store(
                 dir,

@@ -1,6 +1,7 @@
 //! Vector arithmetic of the dense substrate: a dot product written so the
-//! compiler vectorises it, the HNSW distance built on it, and the exact top-k
-//! scan used below [`crate::DenseConfig::exact_threshold`].
+//! compiler vectorises it, the `i8` codes the HNSW graph holds and their
+//! distance, and the exact top-k scan used below
+//! [`crate::DenseConfig::exact_threshold`].
 
 use hnsw_rs::prelude::Distance;
 
@@ -26,17 +27,35 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// Cosine distance of unit vectors, `1 − a·b`, clamped at 0.
-///
-/// hnsw_rs ships `DistDot`, but it asserts `a·b ≤ 1`, which rounding breaks for
-/// near-identical vectors (a panic inside a read); this one clamps instead.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct UnitDot;
+/// Scale of the `i8` codes: a unit vector's components lie in [−1, 1].
+const CODE_SCALE: f32 = 127.0;
 
-impl Distance<f32> for UnitDot {
+/// The `i8` code of a unit vector: each component × 127, rounded.
+pub(crate) fn quantise(v: &[f32]) -> Vec<i8> {
+    v.iter()
+        .map(|x| (x * CODE_SCALE).round().clamp(-CODE_SCALE, CODE_SCALE) as i8)
+        .collect()
+}
+
+/// Cosine distance between the `i8` codes of two unit vectors,
+/// `1 − a·b / 127²`, clamped at 0 (rounding can push `a·b` past 127²).
+///
+/// hnsw_rs's own distances work on `f32` and its `DistDot` asserts `a·b ≤ 1`,
+/// which rounding breaks for near-identical vectors (a panic inside a read).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct I8Dot;
+
+impl Distance<i8> for I8Dot {
     #[inline]
-    fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
-        (1.0 - dot(va, vb)).max(0.0)
+    fn eval(&self, va: &[i8], vb: &[i8]) -> f32 {
+        // i16 products summed in i32 never overflow for 384-d (or any
+        // dimension below 2^31 / 127²); the loop vectorises to multiply-adds.
+        let dot: i32 = va
+            .iter()
+            .zip(vb)
+            .map(|(a, b)| i32::from(*a) * i32::from(*b))
+            .sum();
+        (1.0 - dot as f32 / (CODE_SCALE * CODE_SCALE)).max(0.0)
     }
 }
 
@@ -92,12 +111,25 @@ mod tests {
     }
 
     #[test]
-    fn distance_never_negative() {
+    fn quantised_distance_is_close_to_exact_and_never_negative() {
         let mut v = vec![0.3f32, 0.4, 0.5, 0.1];
         assert!(normalise(&mut v));
-        assert!(UnitDot.eval(&v, &v) >= 0.0);
-        assert!(UnitDot.eval(&v, &v) < 1e-6);
+        let c = quantise(&v);
+        assert!(I8Dot.eval(&c, &c) >= 0.0);
+        assert!(I8Dot.eval(&c, &c) < 0.01);
         assert!(!normalise(&mut [f32::NAN, 1.0]));
+        // Extreme components (±1) map to ±127 without wrapping.
+        assert_eq!(quantise(&[1.0, -1.0, 0.0]), vec![127, -127, 0]);
+        assert!(I8Dot.eval(&quantise(&[1.0, 0.0]), &quantise(&[-1.0, 0.0])) > 1.99);
+        // 384-d: the quantised cosine stays within 0.02 of the exact one.
+        let a: Vec<f32> = (0..384).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..384).map(|i| (i as f32 * 0.11 + 1.0).cos()).collect();
+        let (mut a, mut b) = (a, b);
+        normalise(&mut a);
+        normalise(&mut b);
+        let exact = 1.0 - dot(&a, &b);
+        let approx = I8Dot.eval(&quantise(&a), &quantise(&b));
+        assert!((exact - approx).abs() < 0.02, "{exact} vs {approx}");
     }
 
     #[test]
