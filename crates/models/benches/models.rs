@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(missing_docs)]
-//! Throughput of the model services: embedder sentences/s at batch 32, local
+//! Throughput of the model services: embedder sentences/s at batch 32 and the
+//! latency of embedding one short query (what an M1 read adds), local
 //! LLM prefill and decode tok/s for the shipped Q4_1 weights and the Q8_0
 //! re-quantisation, and the token counter. Each bench checks its output.
 
@@ -23,6 +24,15 @@ fn embedder(c: &mut Criterion) {
             let v = e.embed_blocking(&texts).unwrap();
             assert_eq!(v.len(), 32);
             assert!(v.iter().all(|x| x.len() == 384));
+            v
+        })
+    });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("minilm_one_query", |b| {
+        let query = vec!["What did Caroline research last week?".to_string()];
+        b.iter(|| {
+            let v = e.embed_blocking(&query).unwrap();
+            assert_eq!(v[0].len(), 384);
             v
         })
     });
