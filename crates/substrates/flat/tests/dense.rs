@@ -28,6 +28,15 @@ fn said(id: &str, text: &str) -> Event {
     })
 }
 
+/// One turn per text, with source ids `u0`, `u1`, ….
+fn numbered(texts: &[String]) -> Vec<Event> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| said(&format!("u{i}"), t))
+        .collect()
+}
+
 fn services(dim: usize) -> Services {
     Services {
         llm: None,
@@ -72,11 +81,7 @@ async fn hnsw_recall_at_10_is_at_least_098_on_hashing_vectors() {
     .unwrap();
     let a = ns("a");
     let texts = sentences(3000, 20..31, 7);
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| said(&format!("u{i}"), t))
-        .collect();
+    let events = numbered(&texts);
     for chunk in events.chunks(500) {
         m.write(&a, chunk).await.unwrap();
     }
@@ -161,11 +166,7 @@ async fn hnsw_recall_at_10_on_random_unit_vectors() {
 #[tokio::test]
 async fn exact_and_graph_paths_agree_on_small_data() {
     let texts = sentences(300, 10..20, 3);
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| said(&format!("u{i}"), t))
-        .collect();
+    let events = numbered(&texts);
     let exact = DenseMemory::new(services(64), DenseConfig::default()).unwrap();
     let graph =
         DenseMemory::new(services(64), DenseConfig::default().with_exact_threshold(1)).unwrap();
@@ -198,11 +199,7 @@ async fn compaction_drops_tombstones_and_keeps_answers() {
     let m = DenseMemory::new(services(64), cfg).unwrap();
     let a = ns("a");
     let texts = sentences(200, 10..20, 5);
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| said(&format!("u{i}"), t))
-        .collect();
+    let events = numbered(&texts);
     m.write(&a, &events).await.unwrap();
     let gone: Vec<String> = (0..30).map(|i| format!("u{}", i * 2)).collect();
     let n = m
@@ -363,11 +360,7 @@ async fn torn_or_foreign_graph_files_are_refused() {
     let cfg = DenseConfig::default().with_exact_threshold(10);
     let m = DenseMemory::new(services(32), cfg.clone()).unwrap();
     let texts = sentences(120, 5..10, 21);
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| said(&format!("u{i}"), t))
-        .collect();
+    let events = numbered(&texts);
     m.write(&ns("a"), &events).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     m.persist(dir.path()).await.unwrap();
@@ -418,11 +411,7 @@ async fn footprint_grows_with_the_graph() {
     let cfg = DenseConfig::default().with_exact_threshold(100);
     let m = DenseMemory::new(services(64), cfg).unwrap();
     let texts = sentences(99, 5..6, 9);
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| said(&format!("u{i}"), t))
-        .collect();
+    let events = numbered(&texts);
     m.write(&ns("a"), &events).await.unwrap();
     let flat = m.footprint();
     assert_eq!(flat.stored_tokens, 99 * 6);
@@ -519,11 +508,7 @@ async fn restore_in_a_new_process_gives_the_same_recall() {
     }
     let m = process_memory();
     let texts = sentences(400, 8..16, 20);
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| said(&format!("u{i}"), t))
-        .collect();
+    let events = numbered(&texts);
     m.write(&ns("proc"), &events[..150]).await.unwrap();
     m.write(&ns("proc"), &events[150..]).await.unwrap();
     // Tombstones are part of the persisted graph state.
