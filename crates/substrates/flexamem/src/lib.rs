@@ -46,7 +46,10 @@
 //!   pure function of the store, query and budget.
 //! - **Piece vectors** (needed only for cosine tie-breaks and the dense and
 //!   hybrid rankings) are computed when first needed and cached in memory,
-//!   as in Appendix A, and not persisted.
+//!   as in Appendix A; persisting (and log compaction) writes them too, tagged
+//!   with the embedder's name, so a restored store does not embed every piece
+//!   again (a store opened with another embedder ignores them). Logs holding
+//!   them cannot be read by builds older than this record kind.
 //! - **Forgetting** one event of a unit removes its text from the unit and
 //!   writes the unit's note again from what remains (new version); merged
 //!   records covering it are dropped. Tombstones stay in the log until

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::{cosine, l2_normalize, Event, Namespace, Query, Recall, Regime, Services};
 
 use crate::log::LogFile;
@@ -73,7 +73,11 @@ impl FlexaMem {
     pub fn new(services: Services, config: FlexaConfig) -> submem_core::Result<Self> {
         config.validate().map_err(|e| e.during("new"))?;
         Ok(FlexaMem {
-            state: RwLock::new(State::new(services.tokens.clone(), config.piece_tokens)),
+            state: RwLock::new(State::new(
+                services.tokens.clone(),
+                config.piece_tokens,
+                services.embedder.name().to_string(),
+            )),
             services,
             config,
             log: Mutex::new(None),
@@ -104,7 +108,11 @@ impl FlexaMem {
             submem_core::persist::write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
         }
         let (log, payloads) = LogFile::open(&dir.join(LOG_FILE)).map_err(|e| e.during("open"))?;
-        let mut state = State::new(services.tokens.clone(), config.piece_tokens);
+        let mut state = State::new(
+            services.tokens.clone(),
+            config.piece_tokens,
+            services.embedder.name().to_string(),
+        );
         for p in payloads {
             let rec: LogRecord =
                 serde_json::from_slice(&p).map_err(|e| FlexaError::from(e).during("open"))?;
@@ -626,8 +634,13 @@ impl FlexaMem {
         Ok(true)
     }
 
-    pub(crate) fn services_arc(&self) -> Arc<dyn submem_core::TokenCounter> {
-        self.services.tokens.clone()
+    /// An empty state for this store's services and settings.
+    pub(crate) fn empty_state(&self) -> State {
+        State::new(
+            self.services.tokens.clone(),
+            self.config.piece_tokens,
+            self.services.embedder.name().to_string(),
+        )
     }
 }
 

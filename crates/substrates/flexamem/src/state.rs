@@ -95,7 +95,23 @@ pub enum LogRecord {
         /// Namespace.
         ns: Namespace,
     },
+    /// Piece embeddings already computed. Reads embed pieces lazily; a
+    /// snapshot (persist, compaction) keeps them so a restored store does
+    /// not embed every piece again on its first dense or hybrid read.
+    PieceVectors {
+        /// Namespace.
+        ns: Namespace,
+        /// Name of the embedder that made them; a store opened with another
+        /// embedder ignores them.
+        embedder: String,
+        /// `(event sequence number, piece index, vector)`.
+        pieces: Vec<(u64, u32, Vec<f32>)>,
+    },
 }
+
+/// Piece vectors per [`LogRecord::PieceVectors`] (about 1 MB of JSON at
+/// 384 dimensions), so no record grows with the store.
+const PIECE_VECTORS_PER_RECORD: usize = 256;
 
 /// An event as stored.
 #[derive(Debug, Clone)]
@@ -235,7 +251,8 @@ pub struct NsState {
     pub adopted: BTreeSet<MergeKey>,
     /// Opening speaker of the current session (session id, speaker).
     pub session_opener: Option<(String, String)>,
-    /// Cache: piece vectors (not persisted; computed when first needed).
+    /// Cache: piece vectors, computed when first needed; snapshots keep them
+    /// ([`LogRecord::PieceVectors`]).
     pub piece_vecs: HashMap<PieceKey, Vec<f32>>,
     /// Cache: provisional note vectors of unsealed units, by (unit, version, events).
     pub provisional: HashMap<(u64, u32, usize), Vec<f32>>,
@@ -289,6 +306,8 @@ pub struct State {
     pub ns: BTreeMap<Namespace, NsState>,
     counter: Arc<dyn TokenCounter>,
     kappa: usize,
+    /// Name of the embedder piece vectors come from.
+    embedder: String,
 }
 
 /// The line a record is shown as in the timeline.
@@ -297,12 +316,13 @@ pub fn record_line(record: &str) -> String {
 }
 
 impl State {
-    /// An empty state.
-    pub fn new(counter: Arc<dyn TokenCounter>, kappa: usize) -> Self {
+    /// An empty state; `embedder` names the embedder of its piece vectors.
+    pub fn new(counter: Arc<dyn TokenCounter>, kappa: usize, embedder: String) -> Self {
         State {
             ns: BTreeMap::new(),
             counter,
             kappa,
+            embedder,
         }
     }
 
@@ -467,6 +487,31 @@ impl State {
                 .ns
                 .remove(ns)
                 .map_or(0, |st| st.units.values().map(|u| u.events.len()).sum()),
+            LogRecord::PieceVectors {
+                ns,
+                embedder,
+                pieces,
+            } => {
+                if *embedder != self.embedder {
+                    return 0;
+                }
+                if let Some(st) = self.ns.get_mut(ns) {
+                    for (seq, piece, vector) in pieces {
+                        // Only pieces that still exist: a later forget may
+                        // have removed their event.
+                        let exists = st
+                            .seq_unit
+                            .get(seq)
+                            .and_then(|u| st.units.get(u))
+                            .and_then(|u| u.events.iter().find(|e| e.seq == *seq))
+                            .is_some_and(|e| (*piece as usize) < e.pieces.len());
+                        if exists {
+                            st.piece_vecs.insert((*seq, *piece), vector.clone());
+                        }
+                    }
+                }
+                0
+            }
         }
     }
 
@@ -562,6 +607,19 @@ impl State {
                 out.push(LogRecord::Adopt {
                     ns: ns.clone(),
                     key: k.clone(),
+                });
+            }
+            let mut keys: Vec<&PieceKey> = st.piece_vecs.keys().collect();
+            keys.sort();
+            for chunk in keys.chunks(PIECE_VECTORS_PER_RECORD) {
+                let pieces = chunk
+                    .iter()
+                    .filter_map(|k| st.piece_vecs.get(k).map(|v| (k.0, k.1, v.clone())))
+                    .collect();
+                out.push(LogRecord::PieceVectors {
+                    ns: ns.clone(),
+                    embedder: self.embedder.clone(),
+                    pieces,
                 });
             }
         }

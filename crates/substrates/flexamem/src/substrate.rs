@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::log::{read_log_strict, write_log};
 use crate::mem::{FlexaMem, FORMAT_VERSION, LOG_FILE, STORE_NAME};
-use crate::state::{LogRecord, State};
+use crate::state::LogRecord;
 use crate::FlexaError;
 
 #[async_trait]
@@ -180,7 +180,7 @@ impl Substrate for FlexaMem {
             return Err(Error::store(&path, "log file is missing"));
         }
         let payloads = read_log_strict(&path).map_err(|e| e.during("restore"))?;
-        let mut fresh = State::new(self.services_arc(), self.config.piece_tokens);
+        let mut fresh = self.empty_state();
         for p in &payloads {
             let rec: LogRecord = serde_json::from_slice(p)
                 .map_err(|e| Error::store(&path, format!("unreadable record: {e}")))?;

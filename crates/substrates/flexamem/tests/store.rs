@@ -385,3 +385,74 @@ async fn a_long_merged_record_never_starves_piece_recovery() {
         "the echoed merge is rejected"
     );
 }
+
+/// The hashing embedder under another name, counting the texts it embeds.
+#[derive(Debug)]
+struct CountingEmbedder {
+    name: &'static str,
+    inner: submem_core::test_utils::HashingEmbedder,
+    texts: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl submem_core::Embedder for CountingEmbedder {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, submem_core::ServiceError> {
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        self.inner.embed(texts).await
+    }
+}
+
+fn counted(name: &'static str) -> (submem_core::Services, Arc<CountingEmbedder>) {
+    let e = Arc::new(CountingEmbedder {
+        name,
+        inner: submem_core::test_utils::HashingEmbedder::new(64),
+        texts: AtomicUsize::new(0),
+    });
+    let mut s = test_services(Some(json_llm()));
+    s.embedder = e.clone();
+    (s, e)
+}
+
+#[tokio::test]
+async fn piece_vectors_survive_persist_and_are_not_embedded_again() {
+    let a = ns("pv");
+    let q = Query::question(a.clone(), "violin museum", 1024);
+    let cfg = FlexaConfig::default().with_mode(RecoveryMode::Piece);
+    let (services, _) = counted("hash-a");
+    let m = FlexaMem::new(services, cfg.clone()).unwrap();
+    m.write(&a, &common::conversation("c", 10, 20, 30, 5))
+        .await
+        .unwrap();
+    let text = m.read(&q).await.unwrap().text;
+    let dir = tempfile::tempdir().unwrap();
+    m.persist(dir.path()).await.unwrap();
+
+    let first_read_after_restore = |name: &'static str| {
+        let (dir, cfg, q) = (dir.path().to_path_buf(), cfg.clone(), q.clone());
+        async move {
+            let (services, e) = counted(name);
+            let back = FlexaMem::new(services, cfg).unwrap();
+            back.restore(&dir).await.unwrap();
+            let before = e.texts.load(Ordering::SeqCst);
+            let text = back.read(&q).await.unwrap().text;
+            (text, e.texts.load(Ordering::SeqCst) - before)
+        }
+    };
+    let (same_text, same_cost) = first_read_after_restore("hash-a").await;
+    let (other_text, other_cost) = first_read_after_restore("hash-b").await;
+    eprintln!(
+        "first read after restore embedded {same_cost} texts, {other_cost} with another embedder"
+    );
+    assert_eq!(same_text, text);
+    assert_eq!(other_text, text, "the same vectors, made again");
+    // With the stored vectors only the query (and open units' provisional
+    // records) are embedded; another embedder's store embeds every piece.
+    assert!(same_cost <= 4, "embedded {same_cost} texts");
+    assert!(other_cost > 20, "embedded {other_cost} texts");
+}
