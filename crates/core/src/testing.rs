@@ -19,6 +19,8 @@
 //! # }
 //! ```
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 use crate::{Event, Forget, Namespace, Query, Regime, Step, Substrate, TokenCounter, Turn};
@@ -104,6 +106,44 @@ pub fn fixture_trajectory(tag: &str, marker: &str) -> Vec<Event> {
             })
         })
         .collect()
+}
+
+/// A word of a 5,000-word vocabulary; squaring a uniform draw gives a heavy
+/// head like real word frequencies.
+fn synthetic_words(rng: &mut StdRng, lengths: std::ops::RangeInclusive<usize>) -> String {
+    let n = rng.random_range(lengths);
+    (0..n)
+        .map(|_| {
+            let r: f64 = rng.random();
+            format!("w{}", (r * r * 5000.0) as usize)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `n` seeded conversational turns (`t0`, `t1`, …) of 20–30 words over a
+/// Zipf-like 5,000-word vocabulary, 20 turns a session: the history the
+/// substrate benches measure on.
+pub fn synthetic_turns(n: usize, seed: u64) -> Vec<Event> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            Event::Turn(Turn {
+                session_id: format!("session_{}", i / 20),
+                session_date: None,
+                speaker: if i % 2 == 0 { "Ana" } else { "Ben" }.into(),
+                text: synthetic_words(&mut rng, 20..=30),
+                source_id: format!("t{i}"),
+            })
+        })
+        .collect()
+}
+
+/// `n` seeded questions of 6–10 words over the vocabulary of
+/// [`synthetic_turns`].
+pub fn synthetic_questions(n: usize, seed: u64) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| synthetic_words(&mut rng, 6..=10)).collect()
 }
 
 /// A fresh scratch directory path, unique within the machine for this run, so
@@ -370,4 +410,37 @@ where
     );
     assert_eq!(q.regime, Regime::Agentic);
     check_budget(&*s, &*counter, &q).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_history_is_seeded_and_shaped() {
+        let a = synthetic_turns(50, 7);
+        assert_eq!(a, synthetic_turns(50, 7));
+        assert_ne!(a, synthetic_turns(50, 8));
+        let text = |e: &Event| match e {
+            Event::Turn(t) => t.text.clone(),
+            Event::Step(_) => panic!("a step"),
+        };
+        for (i, e) in a.iter().enumerate() {
+            let words = text(e).split_whitespace().count();
+            assert!((20..=30).contains(&words), "{words} words");
+            assert_eq!(e.source_id(), format!("t{i}"));
+        }
+        let q = synthetic_questions(20, 1);
+        assert!(q
+            .iter()
+            .all(|q| (6..=10).contains(&q.split_whitespace().count())));
+        // The head of the vocabulary is frequent: w0..w49 make up a fair share.
+        let all: Vec<String> = a.iter().map(text).collect();
+        let words: Vec<&str> = all.iter().flat_map(|t| t.split_whitespace()).collect();
+        let head = words
+            .iter()
+            .filter(|w| w[1..].parse::<usize>().is_ok_and(|n| n < 50))
+            .count();
+        assert!(head * 20 > words.len(), "{head} of {}", words.len());
+    }
 }

@@ -18,8 +18,6 @@
 //! (asserted ≥ 0.98), that a restored store answers like the saved one, and reports
 //! how long persisting and restoring the graph takes.
 
-mod common;
-
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,6 +25,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 use submem_core::test_utils::{HashingEmbedder, WhitespaceCounter};
+use submem_core::testing::synthetic_turns;
 use submem_core::{l2_normalize, Event, Namespace, Query, Services, Substrate};
 use submem_flat::{DenseConfig, DenseMemory};
 
@@ -87,7 +86,7 @@ fn build(n: usize, threshold: usize, label: &str) -> Built {
     )
     .unwrap();
     let ns = Namespace::new("bench").unwrap();
-    let events: Vec<Event> = common::turns(n, 5);
+    let events: Vec<Event> = synthetic_turns(n, 5);
     let mut vectors = unit_vectors(n, 6);
     let fresh = vectors.split_off(n);
     let start = Instant::now();

@@ -3,16 +3,25 @@
 //! unit. Every measured read is checked: within the allowance, and the
 //! planted fact is the top hit for its question.
 
-mod common;
-use common as synthetic;
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Instant;
 use submem_core::test_utils::test_services;
-use submem_core::{Namespace, Query, Substrate};
+use submem_core::testing::{synthetic_questions, synthetic_turns};
+use submem_core::{Event, Namespace, Query, Substrate, Turn};
 use submem_flat::{SparseConfig, SparseMemory};
 use tokio::runtime::Runtime;
+
+/// A turn no synthetic word can match, to check a planted fact is found.
+fn planted(id: &str) -> Event {
+    Event::Turn(Turn {
+        session_id: "planted".into(),
+        session_date: None,
+        speaker: "Ana".into(),
+        text: "My violin teacher zanzibarite lives in Oslo".into(),
+        source_id: id.into(),
+    })
+}
 
 fn rt() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -23,8 +32,8 @@ fn rt() -> Runtime {
 fn build(rt: &Runtime, n: usize) -> (SparseMemory, Namespace) {
     let m = SparseMemory::new(test_services(None), SparseConfig::default()).unwrap();
     let ns = Namespace::new("bench").unwrap();
-    let mut events = synthetic::turns(n, 1);
-    events.insert(n / 2, synthetic::planted("planted"));
+    let mut events = synthetic_turns(n, 1);
+    events.insert(n / 2, planted("planted"));
     let start = Instant::now();
     for chunk in events.chunks(10_000) {
         rt.block_on(m.write(&ns, chunk)).unwrap();
@@ -49,7 +58,7 @@ fn build(rt: &Runtime, n: usize) -> (SparseMemory, Namespace) {
 
 fn bench_reads(c: &mut Criterion) {
     let rt = rt();
-    let questions = synthetic::questions(64, 2);
+    let questions = synthetic_questions(64, 2);
     for n in [600usize, 100_000] {
         let (m, ns) = build(&rt, n);
         let queries: Vec<Query> = questions
@@ -76,7 +85,7 @@ fn bench_reads(c: &mut Criterion) {
 
 fn bench_write(c: &mut Criterion) {
     let rt = rt();
-    let events = synthetic::turns(2_000, 3);
+    let events = synthetic_turns(2_000, 3);
     let ns = Namespace::new("bench").unwrap();
     let mut group = c.benchmark_group("m2_write");
     group.sample_size(20);

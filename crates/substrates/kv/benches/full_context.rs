@@ -4,38 +4,13 @@
 //! allowance, and ending with the newest turn.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use std::time::Instant;
 use submem_core::test_utils::test_services;
-use submem_core::{Event, Namespace, Query, Substrate, Turn};
+use submem_core::testing::synthetic_turns;
+use submem_core::{Namespace, Query, Substrate};
 use submem_kv::{FullContext, FullContextConfig};
 use tokio::runtime::Runtime;
-
-/// Seeded turns of 20–30 words over a Zipf-like 5,000-word vocabulary.
-fn turns(n: usize, seed: u64) -> Vec<Event> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..n)
-        .map(|i| {
-            let len = rng.random_range(20..=30);
-            let text = (0..len)
-                .map(|_| {
-                    let r: f64 = rng.random();
-                    format!("w{}", (r * r * 5000.0) as usize)
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-            Event::Turn(Turn {
-                session_id: format!("session_{}", i / 20),
-                session_date: None,
-                speaker: if i % 2 == 0 { "Ana" } else { "Ben" }.into(),
-                text,
-                source_id: format!("t{i}"),
-            })
-        })
-        .collect()
-}
 
 fn bench_reads(c: &mut Criterion) {
     let rt: Runtime = tokio::runtime::Builder::new_current_thread()
@@ -44,7 +19,7 @@ fn bench_reads(c: &mut Criterion) {
     for n in [600usize, 100_000] {
         let m = FullContext::new(test_services(None), FullContextConfig::default()).unwrap();
         let ns = Namespace::new("bench").unwrap();
-        let events = turns(n, 1);
+        let events = synthetic_turns(n, 1);
         let start = Instant::now();
         for chunk in events.chunks(10_000) {
             rt.block_on(m.write(&ns, chunk)).unwrap();

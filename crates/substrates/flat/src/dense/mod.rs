@@ -22,9 +22,10 @@
 //! **Blocking**: graph inserts run inline on the calling task; batches of 64
 //! or more are inserted in parallel on rayon's pool. The write that crosses
 //! the threshold builds the graph at once (0.2 s for 2k units, 68 s for 100k
-//! on 2 cores), and each later unit costs under a millisecond; callers ingesting very large namespaces on
-//! a busy runtime should write from `spawn_blocking` or a dedicated runtime.
-//! Reads hold only a read lock of their namespace.
+//! on 2 cores), and each later unit costs under a millisecond; callers
+//! ingesting very large namespaces on a busy runtime should write from
+//! `spawn_blocking` or a dedicated runtime. Reads hold only a read lock of
+//! their namespace.
 
 mod config;
 mod graph;
