@@ -3,8 +3,10 @@
 //!
 //! | name | aliases | substrate | settings |
 //! |---|---|---|---|
-//! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch` |
-//! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
+//! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch`, `fill=true\|false`, `candidates` |
+//! | `m1-fill` | `dense-fill` | M1 showing ranked turns until the budget is spent ([`submem_flat::ReadDepth::Fill`]) | as `m1` |
+//! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false`, `fill=true\|false`, `candidates` |
+//! | `m2-fill` | `bm25-fill`, `sparse-fill` | M2 showing ranked turns until the budget is spent | as `m2` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
@@ -18,7 +20,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use submem_core::{Services, Substrate};
-use submem_flat::{DenseConfig, DenseMemory, SparseConfig, SparseMemory};
+use submem_flat::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
 use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
 use submem_kv::{FullContext, FullContextConfig};
 
@@ -166,7 +168,9 @@ impl Registry {
     fn canonical(name: &str) -> Option<&'static str> {
         Some(match name {
             "m1" | "dense" => "m1",
+            "m1-fill" | "dense-fill" => "m1-fill",
             "m2" | "bm25" | "sparse" => "m2",
+            "m2-fill" | "bm25-fill" | "sparse-fill" => "m2-fill",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
@@ -187,7 +191,9 @@ impl SubstrateFactory for Registry {
     fn known(&self) -> Vec<String> {
         [
             "m1 (dense)",
+            "m1-fill (dense-fill)",
             "m2 (bm25, sparse)",
+            "m2-fill (bm25-fill, sparse-fill)",
             "m10 (full)",
             "flexa (flexamem)",
             "nomem (none)",
@@ -199,8 +205,10 @@ impl SubstrateFactory for Registry {
 
     fn check(&self, spec: &SubstrateSpec) -> Result<()> {
         match Self::canonical(&spec.name) {
-            Some("m1") => dense_config(spec).map(|_| ()),
-            Some("m2") => sparse_config(spec).map(|_| ()),
+            Some("m1") => dense_config(spec, false).map(|_| ()),
+            Some("m1-fill") => dense_config(spec, true).map(|_| ()),
+            Some("m2") => sparse_config(spec, false).map(|_| ()),
+            Some("m2-fill") => sparse_config(spec, true).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
@@ -210,8 +218,10 @@ impl SubstrateFactory for Registry {
     fn build(&self, spec: &SubstrateSpec, services: Services) -> Result<Arc<dyn Substrate>> {
         self.check(spec)?;
         Ok(match Self::canonical(&spec.name) {
-            Some("m1") => Arc::new(DenseMemory::new(services, dense_config(spec)?)?),
-            Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
+            Some("m1") => Arc::new(DenseMemory::new(services, dense_config(spec, false)?)?),
+            Some("m1-fill") => Arc::new(DenseMemory::new(services, dense_config(spec, true)?)?),
+            Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec, false)?)?),
+            Some("m2-fill") => Arc::new(SparseMemory::new(services, sparse_config(spec, true)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
@@ -221,15 +231,43 @@ impl SubstrateFactory for Registry {
     }
 }
 
-fn dense_config(spec: &SubstrateSpec) -> Result<DenseConfig> {
+/// The read depth of a flat substrate: top-k unless the name (`*-fill`) or
+/// `fill=true` asks for fill; `candidates=N` bounds a fill read.
+fn read_depth(spec: &SubstrateSpec, fill_by_name: bool) -> Result<ReadDepth> {
+    let fill = spec.parse_setting::<bool>("fill")?.unwrap_or(fill_by_name);
+    let candidates = spec.parse_setting::<usize>("candidates")?;
+    Ok(match (fill, candidates) {
+        (false, None) => ReadDepth::TopK,
+        (false, Some(_)) => {
+            return Err(BenchError::BadSetting {
+                substrate: spec.name.clone(),
+                setting: spec.to_string(),
+                reason: "candidates applies to fill reads only (fill=true or a *-fill name)".into(),
+            })
+        }
+        (true, None) => ReadDepth::fill(),
+        (true, Some(0)) => {
+            return Err(BenchError::BadSetting {
+                substrate: spec.name.clone(),
+                setting: "candidates=0".into(),
+                reason: "a fill read needs at least one candidate".into(),
+            })
+        }
+        (true, Some(n)) => ReadDepth::Fill { max_candidates: n },
+    })
+}
+
+fn dense_config(spec: &SubstrateSpec, fill: bool) -> Result<DenseConfig> {
     spec.only(&[
         "exact_threshold",
         "m",
         "ef_construction",
         "ef_search",
         "embed_batch",
+        "fill",
+        "candidates",
     ])?;
-    let mut c = DenseConfig::default();
+    let mut c = DenseConfig::default().with_depth(read_depth(spec, fill)?);
     if let Some(v) = spec.parse_setting("exact_threshold")? {
         c = c.with_exact_threshold(v);
     }
@@ -248,9 +286,9 @@ fn dense_config(spec: &SubstrateSpec) -> Result<DenseConfig> {
     Ok(c)
 }
 
-fn sparse_config(spec: &SubstrateSpec) -> Result<SparseConfig> {
-    spec.only(&["stopwords"])?;
-    let mut c = SparseConfig::default();
+fn sparse_config(spec: &SubstrateSpec, fill: bool) -> Result<SparseConfig> {
+    spec.only(&["stopwords", "fill", "candidates"])?;
+    let mut c = SparseConfig::default().with_depth(read_depth(spec, fill)?);
     if let Some(v) = spec.parse_setting::<bool>("stopwords")? {
         c = c.with_remove_stop_words(v);
     }
@@ -407,12 +445,45 @@ mod tests {
     #[test]
     fn builds_every_known_substrate_with_test_services() {
         let services = submem_core::test_utils::test_services(None);
-        for name in ["m1", "m2", "m10", "flexa", "nomem", "recent"] {
+        for name in [
+            "m1", "m1-fill", "m2", "m2-fill", "m10", "flexa", "nomem", "recent",
+        ] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();
             assert!(!s.info().name.is_empty(), "{name}");
         }
+    }
+
+    #[test]
+    fn fill_names_and_settings() {
+        let depth = |s: &str| {
+            let spec = SubstrateSpec::parse(s).unwrap();
+            match Registry::canonical(&spec.name) {
+                Some("m2") => sparse_config(&spec, false).map(|c| c.depth),
+                Some("m2-fill") => sparse_config(&spec, true).map(|c| c.depth),
+                Some("m1-fill") => dense_config(&spec, true).map(|c| c.depth),
+                _ => dense_config(&spec, false).map(|c| c.depth),
+            }
+        };
+        assert_eq!(depth("m2").unwrap(), ReadDepth::TopK);
+        assert_eq!(depth("bm25-fill").unwrap(), ReadDepth::fill());
+        assert_eq!(depth("m2:fill=true").unwrap(), ReadDepth::fill());
+        assert_eq!(depth("m2-fill:fill=false").unwrap(), ReadDepth::TopK);
+        assert_eq!(
+            depth("m1-fill:candidates=300").unwrap(),
+            ReadDepth::Fill {
+                max_candidates: 300
+            }
+        );
+        assert!(depth("m1:candidates=300").is_err());
+        assert!(depth("m2-fill:candidates=0").is_err());
+        assert!(depth("m2:fill=maybe").is_err());
+        let services = submem_core::test_utils::test_services(None);
+        let s = Registry
+            .build(&SubstrateSpec::parse("m2-fill").unwrap(), services)
+            .unwrap();
+        assert_eq!(s.info().name, "sparse-bm25-fill");
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   `k1 = 1.2`, `b = 0.75`, lower-casing and English stop words, with
 //!   per-namespace BM25 statistics. See [`sparse`].
 //!
-//! Both render their top-k in time order under the query's allowance with
+//! Both render their top-k in time order (or, with [`ReadDepth::fill`], as
+//! many ranked units as the budget holds: see [`fill`]) under the query's allowance with
 //! [`submem_core::render_in_time_order`], persist to a directory with a
 //! manifest written last, refuse torn or foreign stores with
 //! [`submem_core::Error::Store`] (leaving their state unchanged), reject
@@ -76,10 +77,12 @@
 
 pub mod dense;
 mod error;
+pub mod fill;
 mod lock;
 pub mod sparse;
 mod unit;
 
 pub use dense::{DenseConfig, DenseMemory};
 pub use error::FlatError;
+pub use fill::ReadDepth;
 pub use sparse::{SparseConfig, SparseMemory};

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlatError, FlatResult};
+use crate::fill::ReadDepth;
 
 /// Settings of [`crate::DenseMemory`]. Every field has a measured or documented
 /// default; build with `DenseConfig::default().with_*(…)`.
@@ -42,6 +43,9 @@ pub struct DenseConfig {
     /// its graph) once forgotten units exceed this share of its slots.
     /// Default 0.2.
     pub compact_share: f32,
+    /// How many ranked units a read shows: the query's top-k (default, the
+    /// paper's M1) or as many as the budget holds ([`ReadDepth::fill`]).
+    pub depth: ReadDepth,
 }
 
 impl Default for DenseConfig {
@@ -54,6 +58,7 @@ impl Default for DenseConfig {
             max_layers: 16,
             embed_batch: 64,
             compact_share: 0.2,
+            depth: ReadDepth::TopK,
         }
     }
 }
@@ -95,8 +100,15 @@ impl DenseConfig {
         self
     }
 
+    /// Sets [`DenseConfig::depth`].
+    pub fn with_depth(mut self, depth: ReadDepth) -> Self {
+        self.depth = depth;
+        self
+    }
+
     /// Rejects settings hnsw_rs cannot honour (it exits the process on some).
     pub(crate) fn validate(&self) -> FlatResult<()> {
+        self.depth.validate().map_err(FlatError::Config)?;
         if !(2..=256).contains(&self.max_connections) {
             return Err(FlatError::Config(format!(
                 "max_connections must be in 2..=256, got {}",

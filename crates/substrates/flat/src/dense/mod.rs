@@ -41,12 +41,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use submem_core::{
-    render_in_time_order, Error, Event, Family, Footprint, Forget, ManageReport, MethodId,
-    Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo,
-    WriteReport,
+    render::UNIT_SEPARATOR, render_in_time_order, Error, Event, Family, Footprint, Forget,
+    ManageReport, MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services,
+    Substrate, SubstrateInfo, WriteReport,
 };
 
 use crate::error::FlatError;
+use crate::fill::fill_to_allowance;
 use crate::lock;
 use crate::unit::{exists_in, tokens_u32, validate_batch, StoredUnit};
 use ns::DenseNs;
@@ -236,20 +237,31 @@ impl DenseMemory {
         let Some(space) = self.space(&query.namespace, "read")? else {
             return Ok(Recall::empty());
         };
+        let depth = self.config.depth;
         let ranked: Vec<RankedUnit> = {
             let ns = lock::read(&space, METHOD, "read")?;
-            ns.search(&q, query.top_k, &self.config)
+            let ranked = ns
+                .search(&q, depth.candidates(query.top_k), &self.config)
                 .into_iter()
                 .map(|(slot, score)| {
                     let u = &ns.units[slot];
-                    RankedUnit {
+                    let ranked = RankedUnit {
                         position: u.position,
                         source_id: u.source_id.clone(),
                         text: u.text.clone(),
                         score,
-                    }
-                })
-                .collect()
+                    };
+                    (ranked, u.tokens)
+                });
+            if depth.is_fill() {
+                fill_to_allowance(
+                    ranked.collect(),
+                    query.allowance(),
+                    self.services.tokens.count(UNIT_SEPARATOR),
+                )
+            } else {
+                ranked.map(|(u, _)| u).collect()
+            }
         };
         Ok(render_in_time_order(
             &ranked,
@@ -270,7 +282,12 @@ impl Substrate for DenseMemory {
         SubstrateInfo {
             method: MethodId::M1,
             family: Family::Flat,
-            name: "dense-hnsw".into(),
+            name: if self.config.depth.is_fill() {
+                "dense-hnsw-fill"
+            } else {
+                "dense-hnsw"
+            }
+            .into(),
             needs_llm: false,
             training_free: true,
         }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlatError, FlatResult};
+use crate::fill::ReadDepth;
 
 /// Smallest writer heap tantivy accepts (15 MB per indexing thread).
 pub const MIN_WRITER_HEAP_BYTES: usize = 15_000_000;
@@ -21,6 +22,9 @@ pub struct SparseConfig {
     /// Remove English stop words (tantivy's list, the one Lucene uses).
     /// Default true, as the paper's M2 does.
     pub remove_stop_words: bool,
+    /// How many ranked units a read shows: the query's top-k (default, the
+    /// paper's M2) or as many as the budget holds ([`ReadDepth::fill`]).
+    pub depth: ReadDepth,
 }
 
 impl Default for SparseConfig {
@@ -29,6 +33,7 @@ impl Default for SparseConfig {
             writer_heap_bytes: 32_000_000,
             max_token_bytes: 40,
             remove_stop_words: true,
+            depth: ReadDepth::TopK,
         }
     }
 }
@@ -50,7 +55,14 @@ impl SparseConfig {
         self
     }
 
+    /// Sets [`SparseConfig::depth`].
+    pub fn with_depth(mut self, depth: ReadDepth) -> Self {
+        self.depth = depth;
+        self
+    }
+
     pub(crate) fn validate(&self) -> FlatResult<()> {
+        self.depth.validate().map_err(FlatError::Config)?;
         if self.writer_heap_bytes < MIN_WRITER_HEAP_BYTES {
             return Err(FlatError::Config(format!(
                 "writer_heap_bytes must be at least {MIN_WRITER_HEAP_BYTES}, got {}",

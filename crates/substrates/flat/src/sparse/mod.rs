@@ -39,12 +39,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use submem_core::{
-    render_in_time_order, Error, Event, Family, Footprint, Forget, MethodId, Namespace, PackPolicy,
-    Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+    render::UNIT_SEPARATOR, render_in_time_order, Error, Event, Family, Footprint, Forget,
+    MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services, Substrate,
+    SubstrateInfo, WriteReport,
 };
 use tantivy::tokenizer::TextAnalyzer;
 
 use crate::error::FlatResult;
+use crate::fill::fill_to_allowance;
 use crate::lock;
 use crate::unit::{exists_in, tokens_u32, validate_batch, StoredUnit};
 use analyzer::{build_analyzer, tokens, NsStats};
@@ -189,7 +191,12 @@ impl Substrate for SparseMemory {
         SubstrateInfo {
             method: MethodId::M2,
             family: Family::Flat,
-            name: "sparse-bm25".into(),
+            name: if self.config.depth.is_fill() {
+                "sparse-bm25-fill"
+            } else {
+                "sparse-bm25"
+            }
+            .into(),
             needs_llm: false,
             training_free: true,
         }
@@ -263,24 +270,40 @@ impl Substrate for SparseMemory {
             terms.sort_unstable();
             terms.dedup();
             terms.retain(|t| space.stats.df(t) > 0);
+            let depth = self.config.depth;
             let hits = state
                 .index
-                .search(query.namespace.as_str(), &terms, query.top_k, &space.stats)
+                .search(
+                    query.namespace.as_str(),
+                    &terms,
+                    depth.candidates(query.top_k),
+                    &space.stats,
+                )
                 .map_err(|e| e.into_core(METHOD, "read"))?;
-            hits.into_iter()
-                .filter_map(|(score, position)| {
-                    let unit = space.units.get(&position);
-                    if unit.is_none() {
-                        tracing::warn!(position, "index hit has no unit in the side map");
-                    }
-                    unit.map(|u| RankedUnit {
+            let ranked = hits.into_iter().filter_map(|(score, position)| {
+                let unit = space.units.get(&position);
+                if unit.is_none() {
+                    tracing::warn!(position, "index hit has no unit in the side map");
+                }
+                unit.map(|u| {
+                    let ranked = RankedUnit {
                         position,
                         source_id: u.source_id.clone(),
                         text: u.text.clone(),
                         score,
-                    })
+                    };
+                    (ranked, u.tokens)
                 })
-                .collect()
+            });
+            if depth.is_fill() {
+                fill_to_allowance(
+                    ranked.collect(),
+                    query.allowance(),
+                    self.services.tokens.count(UNIT_SEPARATOR),
+                )
+            } else {
+                ranked.map(|(u, _)| u).collect()
+            }
         };
         Ok(render_in_time_order(
             &ranked,

@@ -1,0 +1,123 @@
+//! How many ranked units a flat read shows: the paper's top-k, or as many as
+//! the budget holds ("fill").
+//!
+//! With top-k, M1 and M2 leave most of a large budget unused (ten LoCoMo
+//! turns are about 500 tokens of an 8k budget). Fill mode ranks up to
+//! [`ReadDepth::Fill::max_candidates`] units and takes them in rank order
+//! while they fit the allowance, skipping any that do not, then renders the
+//! chosen ones in time order like top-k does. The choice is made on each
+//! unit's token count cached at write time, so a read counts only the text it
+//! shows; [`submem_core::render_in_time_order`] then counts the joined text
+//! again and keeps the recall exact.
+
+use serde::{Deserialize, Serialize};
+use submem_core::RankedUnit;
+
+/// Default number of ranked units a fill read considers: LoCoMo turns average
+/// about 30 tokens, so 2,048 candidates can fill a 32k budget.
+pub const DEFAULT_FILL_CANDIDATES: usize = 2_048;
+
+/// How many ranked units a read takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadDepth {
+    /// The query's top-k (*Harness the Memory*'s setting).
+    #[default]
+    TopK,
+    /// Ranked units until the allowance is spent.
+    Fill {
+        /// Most units ranked per read (a bound on read cost).
+        max_candidates: usize,
+    },
+}
+
+impl ReadDepth {
+    /// Fill mode with [`DEFAULT_FILL_CANDIDATES`].
+    pub fn fill() -> Self {
+        ReadDepth::Fill {
+            max_candidates: DEFAULT_FILL_CANDIDATES,
+        }
+    }
+
+    /// Whether this is fill mode.
+    pub fn is_fill(&self) -> bool {
+        matches!(self, ReadDepth::Fill { .. })
+    }
+
+    /// How many ranked units to ask the index for.
+    pub(crate) fn candidates(&self, top_k: usize) -> usize {
+        match self {
+            ReadDepth::TopK => top_k,
+            ReadDepth::Fill { max_candidates } => (*max_candidates).max(top_k),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match self {
+            ReadDepth::Fill { max_candidates: 0 } => {
+                Err("fill max_candidates must be at least 1".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Keeps, in rank order, the units whose cached token counts (plus one
+/// separator token each) fit `allowance`; the rest are skipped. `ranked`
+/// pairs each unit with its cached count.
+pub(crate) fn fill_to_allowance(
+    ranked: Vec<(RankedUnit, u32)>,
+    allowance: usize,
+    separator_tokens: usize,
+) -> Vec<RankedUnit> {
+    let mut used = 0usize;
+    let mut chosen = Vec::new();
+    for (unit, tokens) in ranked {
+        let cost = tokens as usize
+            + if chosen.is_empty() {
+                0
+            } else {
+                separator_tokens
+            };
+        if used + cost <= allowance {
+            used += cost;
+            chosen.push(unit);
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(position: u64) -> RankedUnit {
+        RankedUnit {
+            position,
+            source_id: format!("u{position}"),
+            text: String::new(),
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn takes_ranked_units_while_they_fit_and_skips_the_rest() {
+        let ranked = vec![(unit(1), 5), (unit(2), 10), (unit(3), 3), (unit(4), 1)];
+        let ids: Vec<u64> = fill_to_allowance(ranked, 10, 1)
+            .iter()
+            .map(|u| u.position)
+            .collect();
+        // 5, then 10+1 does not fit, then 3+1 fits (9), then 1+1 does not.
+        assert_eq!(ids, vec![1, 3]);
+    }
+
+    #[test]
+    fn candidates_and_validation() {
+        assert_eq!(ReadDepth::TopK.candidates(10), 10);
+        assert_eq!(ReadDepth::fill().candidates(10), DEFAULT_FILL_CANDIDATES);
+        assert_eq!(ReadDepth::Fill { max_candidates: 4 }.candidates(10), 10);
+        assert!(ReadDepth::Fill { max_candidates: 0 }.validate().is_err());
+        let json = serde_json::to_string(&ReadDepth::fill()).unwrap_or_default();
+        assert_eq!(json, r#"{"fill":{"max_candidates":2048}}"#);
+    }
+}
