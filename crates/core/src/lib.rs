@@ -12,7 +12,8 @@
 //! - [`services`]: the [`Llm`], [`Embedder`] and [`TokenCounter`] traits;
 //! - [`meter`]: wrappers that count every call, token and second per phase;
 //! - [`render`]: packing ranked units under a budget, shown in time order;
-//! - [`persist`]: manifests and atomic writes for persisted state.
+//! - [`persist`]: manifests and atomic writes for persisted state;
+//! - [`trace`]: what a read did with given events, for loss analyses.
 //!
 //! The crate is deliberately light (serde, thiserror, async-trait, tracing):
 //! model runtimes and indexes live in `submem-models` and the substrate crates.
@@ -34,6 +35,7 @@ pub mod query;
 pub mod render;
 pub mod services;
 pub mod substrate;
+pub mod trace;
 
 #[cfg(feature = "test-utils")]
 pub mod test_utils;
@@ -55,3 +57,4 @@ pub use services::{
 pub use substrate::{
     Family, Footprint, Forget, ManageReport, MethodId, Substrate, SubstrateInfo, WriteReport,
 };
+pub use trace::{EvidenceFate, EvidenceTrace, ReadTrace};

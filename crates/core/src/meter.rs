@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::{
     ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport, Namespace,
-    Query, Recall, Result, ServiceError, Services, Substrate, SubstrateInfo, WriteReport,
+    Query, ReadTrace, Recall, Result, ServiceError, Services, Substrate, SubstrateInfo,
+    WriteReport,
 };
 
 /// The phase a cost belongs to.
@@ -403,6 +404,11 @@ impl<S: Substrate> Substrate for MeteredSubstrate<S> {
     }
     async fn forget(&self, target: &Forget) -> Result<usize> {
         self.timed(Phase::Manage, self.inner.forget(target)).await
+    }
+    /// Not timed: a trace is a diagnosis, not an operation. Model calls it
+    /// makes (a query embedding) count in the current phase.
+    async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
+        self.inner.trace(query, source_ids).await
     }
 }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::{self, Debug};
 use std::path::Path;
 
-use crate::{Event, Namespace, Query, Recall, Result};
+use crate::{Event, Namespace, Query, ReadTrace, Recall, Result};
 
 /// Which method of the two papers a substrate implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -183,6 +183,14 @@ pub trait Substrate: Debug + Send + Sync + 'static {
 
     /// Deletes events; returns how many events were removed.
     async fn forget(&self, target: &Forget) -> Result<usize>;
+
+    /// For loss analyses: what the read of `query` does with the events
+    /// `source_ids` (see [`crate::trace`]). It renders nothing and changes
+    /// nothing. The default, for substrates that do not rank, is `Ok(None)`.
+    async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
+        let _ = (query, source_ids);
+        Ok(None)
+    }
 }
 
 /// Forwards every method through a smart pointer, so `Box<dyn Substrate>` and
@@ -214,6 +222,13 @@ macro_rules! forward_substrate {
             }
             async fn forget(&self, target: &Forget) -> Result<usize> {
                 (**self).forget(target).await
+            }
+            async fn trace(
+                &self,
+                query: &Query,
+                source_ids: &[String],
+            ) -> Result<Option<ReadTrace>> {
+                (**self).trace(query, source_ids).await
             }
         }
     };

@@ -47,23 +47,32 @@ pub fn fit_or_degrade(costs: &[Costs], room: i64) -> (Vec<Resolution>, i64) {
 /// their original order, with [`OMISSION`] marks where pieces are skipped.
 /// `chosen` must be sorted ascending indices into `pieces`.
 pub fn excerpt_text(head: &str, pieces: &[String], chosen: &[usize]) -> String {
+    let runs: Vec<(usize, usize, &str)> = chosen
+        .iter()
+        .filter_map(|&i| pieces.get(i).map(|p| (i, i, p.as_str())))
+        .collect();
+    excerpt_runs(head, pieces.len(), &runs)
+}
+
+/// Like [`excerpt_text`], for runs of consecutive pieces already joined:
+/// `(first, last, text)` with ascending, non-overlapping index ranges into a
+/// list of `n_pieces` pieces. Marks stand where pieces are skipped.
+pub fn excerpt_runs(head: &str, n_pieces: usize, runs: &[(usize, usize, &str)]) -> String {
     let mut out = String::from(head);
     let mut prev: Option<usize> = None;
-    for &i in chosen {
+    for &(first, last, text) in runs {
         let gap = match prev {
-            None => i > 0,
-            Some(p) => i > p + 1,
+            None => first > 0,
+            Some(p) => first > p + 1,
         };
         if gap {
             push_line(&mut out, OMISSION);
         }
-        if let Some(p) = pieces.get(i) {
-            push_line(&mut out, p);
-        }
-        prev = Some(i);
+        push_line(&mut out, text);
+        prev = Some(last);
     }
     if let Some(p) = prev {
-        if p + 1 < pieces.len() {
+        if p + 1 < n_pieces {
             push_line(&mut out, OMISSION);
         }
     }

@@ -447,10 +447,34 @@ impl FlexaMem {
     /// returns, tokens and shares by resolution, the mode used.
     pub async fn render_detailed(&self, query: &Query) -> submem_core::Result<Rendered> {
         query.validate()?;
-        self.render_inner(query).await.map_err(|e| e.during("read"))
+        self.render_inner(query, None)
+            .await
+            .map_err(|e| e.during("read"))
     }
 
-    async fn render_inner(&self, query: &Query) -> Result<Rendered, FlexaError> {
+    /// [`submem_core::Substrate::trace`]: the render of `query` with a trace
+    /// of `source_ids`. Piece recovery only; unit recovery and histories that
+    /// still fit whole give `None`. It reuses the read's caches (a trace after
+    /// the read of the same query embeds the query and calls no LLM) and
+    /// commits nothing to the log.
+    pub async fn trace_read(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> submem_core::Result<Option<submem_core::ReadTrace>> {
+        query.validate()?;
+        let rendered = self
+            .render_inner(query, Some(source_ids))
+            .await
+            .map_err(|e| e.during("trace"))?;
+        Ok(rendered.trace)
+    }
+
+    async fn render_inner(
+        &self,
+        query: &Query,
+        trace: Option<&[String]>,
+    ) -> Result<Rendered, FlexaError> {
         let ns = &query.namespace;
         let newest = {
             let s = self.read_state()?;
@@ -493,9 +517,11 @@ impl FlexaMem {
                     qvec: &qvec,
                     piece_qvec: &piece_qvec,
                     llm_merges,
+                    trace,
                 })
             };
             match outcome {
+                Outcome::Done(done) if trace.is_some() => return Ok(done.rendered),
                 Outcome::Done(done) => return self.finish_render(ns, *done),
                 Outcome::Need(need) => {
                     if !need.embed.is_empty() {
@@ -652,5 +678,6 @@ fn empty_rendered() -> Rendered {
         mode: None,
         merged_records: 0,
         hidden_entries: 0,
+        trace: None,
     }
 }

@@ -128,6 +128,54 @@ pub fn cut_event(event: &Event, kappa: usize, counter: &dyn TokenCounter) -> Vec
     }
 }
 
+/// What the consecutive pieces `first..=last` of one event show together:
+/// the event's raw text from the start of the first body to the end of the
+/// last, verbatim (a cut inside a line loses no character and adds no
+/// label), preceded by the first piece's label when it has one. Showing each
+/// piece on its own line with its label would break the turn's text apart,
+/// so a turn longer than κ could never be shown whole. Falls back to the
+/// pieces' own lines if a body is not found in `text` (not expected: bodies
+/// are slices of it, in order).
+pub fn run_text(text: &str, pieces: &[Piece], first: usize, last: usize) -> String {
+    let shown_lines = || {
+        pieces
+            .get(first..=last.min(pieces.len().saturating_sub(1)))
+            .unwrap_or_default()
+            .iter()
+            .map(Piece::shown)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if first >= last {
+        return pieces.get(first).map(Piece::shown).unwrap_or_default();
+    }
+    let mut at = 0usize;
+    let mut span: Option<(usize, usize)> = None;
+    for (i, piece) in pieces.iter().enumerate().take(last + 1) {
+        let Some(found) = text
+            .get(at..)
+            .and_then(|rest| rest.find(piece.body.as_str()))
+        else {
+            return shown_lines();
+        };
+        let start = at + found;
+        at = start + piece.body.len();
+        if i == first {
+            span = Some((start, at));
+        } else if let Some((s, _)) = span {
+            span = Some((s, at));
+        }
+    }
+    let Some((start, end)) = span else {
+        return shown_lines();
+    };
+    let body = &text[start..end];
+    match &pieces[first].label {
+        Some(l) => format!("{l} {body}"),
+        None => body.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +206,37 @@ mod tests {
         assert_eq!(p[0].shown(), "Ana: one two");
         assert_eq!(p[1].shown(), "Ana: three four five");
         assert_eq!(p.len(), 3);
+    }
+
+    #[test]
+    fn runs_of_pieces_show_the_raw_text_verbatim() {
+        let e = Event::Turn(Turn {
+            session_id: "s".into(),
+            session_date: None,
+            speaker: "Ana".into(),
+            text: "one two three four five six".into(),
+            source_id: "x".into(),
+        });
+        let raw = e.render();
+        let p = cut_event(&e, 3, &WhitespaceCounter);
+        // The whole turn: exactly its raw text, no label in the middle.
+        assert_eq!(run_text(&raw, &p, 0, p.len() - 1), raw);
+        // A run that does not begin the turn carries the speaker once.
+        assert_eq!(run_text(&raw, &p, 1, 2), "Ana: three four five six");
+        assert_eq!(run_text(&raw, &p, 2, 2), p[2].shown());
+        // A body that is not in the text falls back to the pieces' lines.
+        assert_eq!(
+            run_text("unrelated", &p, 0, 1),
+            format!("{}\n{}", p[0].shown(), p[1].shown())
+        );
+        let step = Event::Step(Step {
+            step: 2,
+            action: "ls".into(),
+            observation: "a\nb".into(),
+            source_id: "r:2".into(),
+        });
+        let sp = cut_event(&step, 64, &WhitespaceCounter);
+        assert_eq!(run_text(&step.render(), &sp, 0, 1), step.render());
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::path::Path;
 use submem_core::persist::{begin_persist, check_manifest, write_manifest};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, ReadTrace,
+    Recall, Result, Substrate, SubstrateInfo, WriteReport,
 };
 use tracing::Instrument;
 
@@ -80,6 +80,10 @@ impl Substrate for FlexaMem {
         async { Ok(self.render_detailed(query).await?.recall) }
             .instrument(span)
             .await
+    }
+
+    async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
+        self.trace_read(query, source_ids).await
     }
 
     /// Closes every open unit and writes the notes still missing (call it

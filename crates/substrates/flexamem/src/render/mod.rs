@@ -9,10 +9,10 @@
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use submem_core::{cosine, Query, Recall, Regime, Resolution, SourceHit, TokenCounter};
+use submem_core::{cosine, Query, ReadTrace, Recall, Regime, Resolution, SourceHit, TokenCounter};
 
 use crate::bm25::query_terms;
-use crate::fit::{excerpt_text, fit_or_degrade, pick_pieces, Costs};
+use crate::fit::{fit_or_degrade, pick_pieces, Costs};
 use crate::rank::rank_pieces;
 use crate::record::{rule_merge, rule_record};
 use crate::state::{record_line, MergeKey, NsState, PieceKey, Unit};
@@ -85,6 +85,9 @@ pub struct Rendered {
     pub merged_records: usize,
     /// Entries hidden for this call.
     pub hidden_entries: usize,
+    /// The evidence trace asked for with [`Ctx::trace`] (piece recovery
+    /// only; `None` otherwise).
+    pub trace: Option<ReadTrace>,
 }
 
 /// Something to embed before rendering again.
@@ -143,6 +146,9 @@ pub struct Ctx<'a> {
     pub piece_qvec: &'a [f32],
     /// Whether merged records are written by the LLM (else by rule, inline).
     pub llm_merges: bool,
+    /// Source ids to trace (see [`submem_core::trace`]); `None` for a plain
+    /// render.
+    pub trace: Option<&'a [String]>,
 }
 
 /// The past unit as a render sees it.
@@ -348,6 +354,7 @@ fn done_plain(recall: Recall, tb: TokenBreakdown, mode: Option<RecoveryMode>) ->
             mode,
             merged_records: 0,
             hidden_entries: 0,
+            trace: None,
         },
         new_merges: Vec::new(),
         adopt: Vec::new(),

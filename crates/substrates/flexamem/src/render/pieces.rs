@@ -2,6 +2,9 @@
 //! shown after the timeline grouped by unit with omission marks.
 
 use super::*;
+use crate::fit::excerpt_runs;
+use crate::pieces::run_text;
+use submem_core::EvidenceTrace;
 
 impl Renderer<'_, '_> {
     pub(super) fn piece_mode(&self, tl_tokens: &[usize], mergeable: &[bool]) -> Outcome {
@@ -61,9 +64,14 @@ impl Renderer<'_, '_> {
         let r0 = (self.a as i64 - built.tl.tokens() as i64 - header_cost as i64 - self.sep as i64)
             .max(0) as usize;
         // BM25 ranks only the best pieces: the top `want` by score (and every
-        // piece tied with the last of them), widened until R0 is filled.
-        let mut want = 256usize;
-        let (chosen, piece_info) = loop {
+        // piece tied with the last of them), widened until R0 is filled. A
+        // trace needs the whole ranking.
+        let mut want = if self.ctx.trace.is_some() {
+            usize::MAX
+        } else {
+            256usize
+        };
+        let (chosen, piece_info, ranking) = loop {
             let items: Vec<(PieceKey, f32)> = if cfg.ranking == crate::Ranking::Bm25 {
                 top_with_ties(&scored, want)
             } else {
@@ -101,17 +109,25 @@ impl Renderer<'_, '_> {
                 chosen.push((*k, *s));
             }
             if full || complete {
-                break (chosen, info);
+                break (chosen, info, ranked);
             }
-            want *= 4;
+            want = want.saturating_mul(4);
         };
+        let trace = self.ctx.trace.map(|ids| {
+            let room_all = (self.a as i64 - header_cost as i64 - self.sep as i64).max(0) as usize;
+            self.trace_pieces(ids, &ranking, r0, room_all)
+        });
         let mut chosen = chosen;
         loop {
             let (text, tb, entries) = self.assemble_pieces(&built, &chosen, &piece_info);
             let full = self.with_window(&text);
             let tokens = counter.count(&full);
             if tokens <= self.allowance {
-                return self.finish_pieces(&built, &chosen, &c, full, tokens, tb, &entries);
+                let mut out = self.finish_pieces(&built, &chosen, &c, full, tokens, tb, &entries);
+                if let Outcome::Done(done) = &mut out {
+                    done.rendered.trace = trace;
+                }
+                return out;
             }
             if chosen.is_empty() {
                 if !built.tl.hide_oldest() {
@@ -164,17 +180,7 @@ impl Renderer<'_, '_> {
             let mut block = vec![PIECES_HEADER.to_string()];
             for (ui, mut keys) in by_unit {
                 keys.sort_unstable();
-                let all: Vec<(PieceKey, String)> = self.past[ui]
-                    .u
-                    .pieces()
-                    .map(|(k, p, _)| (k, p.shown()))
-                    .collect();
-                let idx: Vec<usize> = keys
-                    .iter()
-                    .filter_map(|k| all.iter().position(|(a, _)| a == k))
-                    .collect();
-                let texts: Vec<String> = all.into_iter().map(|(_, t)| t).collect();
-                block.push(excerpt_text("", &texts, &idx));
+                block.push(self.unit_runs(ui, &keys, ""));
             }
             // Adjacent groups would show two omission marks in a row: keep one.
             let mut lines: Vec<&str> = Vec::new();
@@ -189,6 +195,108 @@ impl Renderer<'_, '_> {
             parts.push(block);
         }
         (join(&parts), tb, entries)
+    }
+
+    /// The trace of `ids` against the full piece `ranking`: each event's best
+    /// rank and the room its last piece needed, taking pieces in rank order
+    /// at the cost piece selection charges (tokens plus a separator).
+    fn trace_pieces(
+        &self,
+        ids: &[String],
+        ranking: &[(PieceKey, f32)],
+        room: usize,
+        room_all: usize,
+    ) -> ReadTrace {
+        let st = self.ctx.st;
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        // Event seq and piece count of each wanted source among past units.
+        let mut events: HashMap<&str, (u64, usize)> = HashMap::new();
+        for p in &self.past {
+            for e in &p.u.events {
+                let id = e.event.source_id();
+                if wanted.contains(id) {
+                    events.insert(id, (e.seq, e.pieces.len()));
+                }
+            }
+        }
+        let seqs: HashSet<u64> = events.values().map(|(s, _)| *s).collect();
+        // Per wanted event: best rank, pieces ranked, cumulative cost at its
+        // last ranked piece.
+        let mut seen: HashMap<u64, (usize, usize, usize)> = HashMap::new();
+        let mut cumulative = 0usize;
+        for (rank, (k, _)) in ranking.iter().enumerate() {
+            let cost = st
+                .seq_unit
+                .get(&k.0)
+                .and_then(|u| st.units.get(u))
+                .and_then(|u| u.events.iter().find(|e| e.seq == k.0))
+                .and_then(|e| e.piece_tokens.get(k.1 as usize))
+                .copied()
+                .unwrap_or(0);
+            cumulative += cost + self.sep;
+            if seqs.contains(&k.0) {
+                let entry = seen.entry(k.0).or_insert((rank, 0, 0));
+                entry.1 += 1;
+                entry.2 = cumulative;
+            }
+        }
+        let events = ids
+            .iter()
+            .map(|id| {
+                let found = events.get(id.as_str()).and_then(|(seq, n)| {
+                    seen.get(seq)
+                        .map(|(rank, ranked, at)| (*rank, *ranked == *n, *at))
+                });
+                EvidenceTrace {
+                    source_id: id.clone(),
+                    rank: found.map(|f| f.0),
+                    room_needed: found.and_then(|(_, all, at)| all.then_some(at)),
+                }
+            })
+            .collect();
+        ReadTrace {
+            room,
+            allowance: room_all,
+            events,
+        }
+    }
+
+    /// `head` then the chosen pieces (`keys`) of past unit `ui` as one block:
+    /// consecutive pieces of one event are shown as the event's raw text they
+    /// span ([`run_text`]), so a turn whose pieces are all chosen reads
+    /// exactly as written; marks stand for what is skipped.
+    pub(super) fn unit_runs(&self, ui: usize, keys: &[PieceKey], head: &str) -> String {
+        let u = self.past[ui].u;
+        let all: Vec<PieceKey> = u.pieces().map(|(k, _, _)| k).collect();
+        let mut idx: Vec<usize> = keys
+            .iter()
+            .filter_map(|k| all.iter().position(|a| a == k))
+            .collect();
+        idx.sort_unstable();
+        let mut runs: Vec<(usize, usize, String)> = Vec::new();
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            while j + 1 < idx.len()
+                && idx[j + 1] == idx[j] + 1
+                && all[idx[j + 1]].0 == all[idx[i]].0
+            {
+                j += 1;
+            }
+            let (seq, first) = all[idx[i]];
+            let last = all[idx[j]].1;
+            let text = u
+                .events
+                .iter()
+                .find(|e| e.seq == seq)
+                .map(|e| run_text(&e.text, &e.pieces, first as usize, last as usize))
+                .unwrap_or_default();
+            runs.push((idx[i], idx[j], text));
+            i = j + 1;
+        }
+        let borrowed: Vec<(usize, usize, &str)> =
+            runs.iter().map(|(a, b, t)| (*a, *b, t.as_str())).collect();
+        excerpt_runs(head, all.len(), &borrowed)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -257,6 +365,7 @@ impl Renderer<'_, '_> {
                 mode: Some(RecoveryMode::Piece),
                 merged_records,
                 hidden_entries: b.tl.hidden().len(),
+                trace: None,
             },
             new_merges: b.new_merges.clone(),
             adopt,

@@ -100,8 +100,8 @@ impl Renderer<'_, '_> {
         if chosen.is_empty() {
             return None;
         }
-        let texts: Vec<String> = pieces.iter().map(|(_, t, _)| t.clone()).collect();
-        let text = excerpt_text(&record_line(&self.past[i].record), &texts, &chosen);
+        let keys: Vec<PieceKey> = chosen.iter().map(|&c| pieces[c].0).collect();
+        let text = self.unit_runs(i, &keys, &record_line(&self.past[i].record));
         let tokens = self.ctx.counter.count(&text);
         let events_shown = chosen.iter().map(|&c| pieces[c].0 .0).collect();
         Some(Excerpt {
@@ -327,6 +327,7 @@ impl Renderer<'_, '_> {
                 mode: Some(RecoveryMode::Unit),
                 merged_records,
                 hidden_entries: b.tl.hidden().len(),
+                trace: None,
             },
             new_merges: b.new_merges.clone(),
             adopt,
