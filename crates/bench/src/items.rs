@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use submem_core::PhaseStats;
 
 use crate::dataset::QuestionKind;
-use crate::metrics::CoverageCounts;
+use crate::metrics::{CoverageCounts, EvidenceFates};
 use crate::{BenchError, Result};
 
 /// How many shown events were at each resolution.
@@ -71,6 +71,9 @@ pub struct ItemRecord {
     pub coverage: CoverageCounts,
     /// Shown events by resolution.
     pub resolutions: ResolutionCounts,
+    /// Where each gold turn went (see [`crate::metrics::fates`]).
+    #[serde(default, skip_serializing_if = "EvidenceFates::is_empty")]
+    pub fates: EvidenceFates,
     /// E7: tokens of the rendered memory.
     pub retrieved_tokens: usize,
     /// E4: `read()` wall time, seconds.

@@ -256,6 +256,63 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
                 let _ = writeln!(out, "| {name} | {} | {} | {} |", f3(a), f3(b), f3(c));
             }
         }
+        // Where gold evidence went.
+        let fates: Vec<(&str, &serde_json::Map<String, serde_json::Value>)> = runs
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.substrate.as_str(),
+                    r.metrics.get("evidence_fates")?.as_object()?,
+                ))
+            })
+            .collect();
+        if !fates.is_empty() {
+            let traced = fates.iter().any(|(_, o)| o.contains_key("traced"));
+            let _ = writeln!(
+                out,
+                "\nWhere gold evidence turns went (share of gold turns{}):\n",
+                if traced {
+                    "; the traced columns are shares of the turns the substrate traced, `--trace`"
+                } else {
+                    ""
+                }
+            );
+            out.push_str("| Substrate | whole | part only | record only | absent |");
+            if traced {
+                out.push_str(" not ranked | ranked too low | crowded out | fit, not whole |");
+            }
+            out.push_str("\n|---|---:|---:|---:|---:|");
+            if traced {
+                out.push_str("---:|---:|---:|---:|");
+            }
+            out.push('\n');
+            let cell = |o: &serde_json::Map<String, serde_json::Value>, k: &str| {
+                o.get(k)
+                    .and_then(serde_json::Value::as_f64)
+                    .map_or("n/a".into(), f3)
+            };
+            for (name, o) in fates {
+                let _ = write!(
+                    out,
+                    "| {name} | {} | {} | {} | {} |",
+                    cell(o, "whole"),
+                    cell(o, "part_only"),
+                    cell(o, "record_only"),
+                    cell(o, "absent")
+                );
+                if traced {
+                    let _ = write!(
+                        out,
+                        " {} | {} | {} | {} |",
+                        cell(o, "not_ranked"),
+                        cell(o, "ranked_too_low"),
+                        cell(o, "crowded_out"),
+                        cell(o, "fit_not_whole")
+                    );
+                }
+                out.push('\n');
+            }
+        }
         // Per-category recall.
         let mut cats: Vec<String> = runs
             .iter()

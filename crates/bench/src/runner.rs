@@ -29,7 +29,9 @@ use tokio::task::JoinSet;
 
 use crate::dataset::{Conversation, Dataset, QuestionKind};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
-use crate::metrics::{bleu1, evidence_coverage, exact_match, recall_at_k, sub_em, token_f1};
+use crate::metrics::{
+    bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em, token_f1,
+};
 use crate::reader::{self, ReaderSettings};
 use crate::registry::{SubstrateFactory, SubstrateSpec};
 use crate::{BenchError, Result};
@@ -69,6 +71,11 @@ pub struct RunOptions {
     pub abort_after: Option<usize>,
     /// Reader settings.
     pub reader: ReaderSettings,
+    /// Ask substrates that rank for a trace of each item's gold evidence
+    /// ([`submem_core::Substrate::trace`]), for the loss breakdown. It runs
+    /// after the timed read (its query embedding counts in the read phase's
+    /// embedder figures).
+    pub trace: bool,
 }
 
 impl Default for RunOptions {
@@ -84,6 +91,7 @@ impl Default for RunOptions {
             progress: true,
             abort_after: None,
             reader: ReaderSettings::default(),
+            trace: false,
         }
     }
 }
@@ -521,6 +529,18 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
                 .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
             &recall.text,
         );
+        let trace = if ctx.opts.trace && !q.evidence.is_empty() {
+            sub.trace(&query, &q.evidence).await.map_err(sub_err)?
+        } else {
+            None
+        };
+        let fates = evidence_fates(
+            q.evidence
+                .iter()
+                .filter_map(|e| conv.evidence_text.get(e).map(|t| (e.as_str(), t.as_str()))),
+            &recall,
+            trace.as_ref(),
+        );
         let mut item = ItemRecord {
             recall_at_k: recall_at_k(&q.evidence, recall.source_ids()),
             recall_verbatim: recall_at_k(
@@ -537,6 +557,7 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             gold_evidence: q.evidence.len(),
             coverage,
             resolutions,
+            fates,
             retrieved_tokens: recall.tokens,
             read_seconds,
             read_llm_tokens: tokens1 - tokens0,

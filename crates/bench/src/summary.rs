@@ -24,6 +24,10 @@
 //! - `evidence_coverage`: share of gold turns shown whole;
 //!   `evidence_partial`: shown at least in part (whole included).
 //! - `resolution_shares`: share of shown events at each resolution.
+//! - `evidence_fates`: where gold turns went (see [`crate::metrics::fates`]):
+//!   shares `whole`, `part_only`, `record_only`, `absent` of all gold turns
+//!   and, when the run traced (`--trace`), `not_ranked`, `ranked_too_low`,
+//!   `crowded_out`, `fit_not_whole` of the traced ones.
 //!
 //! A metric that is undefined for a run is `null` (shown as `n/a`), never 0.
 
@@ -34,6 +38,7 @@ use std::collections::BTreeMap;
 use submem_core::LatencyStats;
 
 use crate::items::{ItemRecord, WriteRecord};
+use crate::metrics::EvidenceFates;
 
 /// One run's metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,6 +139,36 @@ fn answer_metrics(items: &[&ItemRecord], m: &mut Map<String, Value>) {
         "evidence_partial".into(),
         ratio(f64::from(whole + part), f64::from(gold)),
     );
+    let mut fates = EvidenceFates::default();
+    for i in items {
+        fates.add(&i.fates);
+    }
+    m.insert("evidence_fates".into(), fate_shares(&fates));
+}
+
+/// Shares of gold turns by fate (`null` when no item counted any). The
+/// traced buckets are shares of the traced turns.
+fn fate_shares(f: &EvidenceFates) -> Value {
+    if f.gold == 0 {
+        return Value::Null;
+    }
+    let g = f64::from(f.gold);
+    let mut o = json!({
+        "gold": f.gold,
+        "whole": f64::from(f.whole) / g,
+        "part_only": f64::from(f.part_only) / g,
+        "record_only": f64::from(f.record_only) / g,
+        "absent": f64::from(f.absent) / g,
+    });
+    if f.traced > 0 {
+        let t = f64::from(f.traced);
+        o["traced"] = json!(f.traced);
+        o["not_ranked"] = json!(f64::from(f.not_ranked) / t);
+        o["ranked_too_low"] = json!(f64::from(f.ranked_too_low) / t);
+        o["crowded_out"] = json!(f64::from(f.crowded_out) / t);
+        o["fit_not_whole"] = json!(f64::from(f.fit_not_whole) / t);
+    }
+    o
 }
 
 /// Builds the summary of `items` with the write costs in `writes`.
@@ -325,6 +360,7 @@ mod tests {
                 excerpt: 1,
                 raw: 3,
             },
+            fates: EvidenceFates::default(),
             retrieved_tokens: 100,
             read_seconds: read,
             read_llm_tokens: 0,

@@ -224,3 +224,54 @@ async fn compare_two_substrates_from_a_run() {
         .to_string()
         .contains("nomem"));
 }
+
+#[tokio::test]
+async fn traced_run_reports_where_gold_evidence_went() {
+    let dir = tempfile::tempdir().unwrap();
+    // FlexA-Mem (rule writer) traces its piece ranking; M2 does not trace.
+    let specs = SubstrateSpec::parse_list("flexa:mode=piece,ranking=bm25,m2").unwrap();
+    let o = RunOptions {
+        budgets: vec![256],
+        ks: vec![5],
+        trace: true,
+        ..opts(dir.path())
+    };
+    let out = run(dataset(), specs, Arc::new(Registry), models(false), o)
+        .await
+        .unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let flexa: Vec<&ItemRecord> = out
+        .items
+        .iter()
+        .filter(|i| i.key.substrate.starts_with("flexa"))
+        .collect();
+    let gold: u32 = flexa.iter().map(|i| i.fates.gold).sum();
+    let traced: u32 = flexa.iter().map(|i| i.fates.traced).sum();
+    assert!(gold > 0);
+    assert_eq!(traced, gold, "every gold turn of a piece render is traced");
+    for i in &flexa {
+        let f = i.fates;
+        // The plain buckets partition the gold turns; the traced ones explain
+        // exactly the turns not shown whole.
+        assert_eq!(f.whole + f.part_only + f.record_only + f.absent, f.gold);
+        assert_eq!(
+            f.not_ranked + f.ranked_too_low + f.crowded_out + f.fit_not_whole,
+            f.traced - f.whole
+        );
+        assert_eq!(f.whole, i.coverage.whole);
+    }
+    let m2_traced: u32 = out
+        .items
+        .iter()
+        .filter(|i| i.key.substrate == "m2")
+        .map(|i| i.fates.traced)
+        .sum();
+    assert_eq!(m2_traced, 0, "M2 does not trace");
+    let s = summarize(&out.items, &out.writes);
+    let report = submem_bench::report::markdown(&s, &[]);
+    assert!(
+        report.contains("Where gold evidence turns went"),
+        "{report}"
+    );
+    assert!(report.contains("crowded out"), "{report}");
+}

@@ -83,6 +83,10 @@ pub struct BenchArgs {
     /// Substrate × conversation tasks run at once.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
+    /// Trace each item's gold evidence through substrates that rank (FlexA-Mem's
+    /// pieces): the report then says why evidence was not shown whole.
+    #[arg(long)]
+    pub trace: bool,
     /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -101,6 +105,12 @@ pub struct BenchArgs {
     /// Synthetic: events per session (write batch).
     #[arg(long, default_value_t = 30)]
     pub synth_session: usize,
+    /// Synthetic: share of questions asked as paraphrases (0 to 1).
+    #[arg(long, default_value_t = 0.5)]
+    pub synth_paraphrase: f64,
+    /// Synthetic: noise turns per fact that mention its attribute.
+    #[arg(long, default_value_t = 2)]
+    pub synth_noise: usize,
     /// Synthetic: `conversational` or `agentic`.
     #[arg(long, default_value = "conversational")]
     pub synth_regime: String,
@@ -177,6 +187,8 @@ fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
             units: args.synth_units,
             questions: args.synth_questions,
             session_size: args.synth_session,
+            paraphrase_share: args.synth_paraphrase,
+            noise_per_fact: args.synth_noise,
             regime,
             seed: args.seed,
             ..SyntheticSpec::default()
@@ -270,6 +282,7 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         reader: ReaderSettings {
             max_answer_tokens: args.answer_tokens,
         },
+        trace: args.trace,
     };
     opts.validate()?;
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;

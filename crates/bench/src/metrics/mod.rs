@@ -2,10 +2,12 @@
 //! ([`retrieval`]) and paired statistics ([`stats`]). Aggregation into
 //! per-run summaries lives in [`crate::summary`].
 
+pub mod fates;
 pub mod retrieval;
 pub mod stats;
 pub mod text;
 
+pub use fates::{evidence_fates, EvidenceFates};
 pub use retrieval::{evidence_coverage, recall_at_k, Coverage, CoverageCounts};
 pub use stats::{mcnemar_exact, mcnemar_paired, paired_bootstrap, BootstrapCi, McNemar};
 pub use text::{bleu1, exact_match, normalize_answer, sub_em, token_f1};
