@@ -7,8 +7,15 @@
 //!   turns (one session per day, dates written like LoCoMo's). A *fact* is
 //!   `"<speaker>: By the way, my <attribute> is <value>."`; an *update* later
 //!   says it changed; a *distractor* is the other speaker stating a different
-//!   value for the same attribute. The question asks for the speaker's
-//!   (current) value; its evidence is every statement of the fact, oldest first.
+//!   value for the same attribute; *noise* turns mention the attribute without
+//!   stating anyone's (`"My cousin keeps asking everyone about their
+//!   <attribute>."`). The question asks for the speaker's (current) value,
+//!   either naming the attribute or, for a share of them, as a *paraphrase*
+//!   with none of its content words (`"What vehicle does Ana drive?"` for
+//!   `car`); its evidence is every statement of the fact, oldest first. The
+//!   paraphrases, noise and updates are what separate lexical from dense
+//!   retrieval and top-k from budget-filling reads: with literal questions
+//!   alone every retriever finds every fact.
 //! - **Agentic**: an agent works through steps (`go to drawer 3`, `run ls`...);
 //!   a fact is a command printing a service's access token, an update rotates
 //!   it, a distractor prints another service's token; the probe asks for the
@@ -30,8 +37,8 @@ use submem_core::{Event, Regime, Step, Turn};
 
 mod vocab;
 use vocab::{
-    ATTRIBUTES, CLOSERS, ITEMS, MONTHS, NAMES, OBJECTS, OPENERS, RECEPTACLES, SERVICES, VERBS,
-    WHEN, WORDS,
+    ATTRIBUTES, CLOSERS, ITEMS, MONTHS, NAMES, NOISE, OBJECTS, OPENERS, PARAPHRASES, RECEPTACLES,
+    SERVICES, VERBS, WHEN, WORDS,
 };
 
 use super::{
@@ -54,6 +61,14 @@ pub struct SyntheticSpec {
     pub update_share: f64,
     /// Share of facts with a distractor (0..=1).
     pub distractor_share: f64,
+    /// Conversational: share of questions asked as a paraphrase that shares
+    /// no content word with the fact (0..=1).
+    #[serde(default)]
+    pub paraphrase_share: f64,
+    /// Conversational: noise turns per fact that mention its attribute
+    /// without stating anyone's value.
+    #[serde(default)]
+    pub noise_per_fact: usize,
     /// Conversational or agentic histories.
     pub regime: Regime,
     /// Seed; the same spec always yields the same dataset.
@@ -69,6 +84,8 @@ impl Default for SyntheticSpec {
             session_size: 25,
             update_share: 0.4,
             distractor_share: 0.5,
+            paraphrase_share: 0.5,
+            noise_per_fact: 2,
             regime: Regime::Conversational,
             seed: 42,
         }
@@ -91,18 +108,20 @@ impl SyntheticSpec {
         if self.session_size == 0 {
             return bad("session_size must be at least 1".into());
         }
-        if self.questions * 4 > self.units {
+        let planted = self.questions * (4 + self.noise_per_fact);
+        if planted > self.units {
             return bad(format!(
-                "{} questions need up to {} planted units, more than {} units",
-                self.questions,
-                self.questions * 4,
-                self.units
+                "{} questions need up to {planted} planted units, more than {} units",
+                self.questions, self.units
             ));
         }
         if !(0.0..=1.0).contains(&self.update_share)
             || !(0.0..=1.0).contains(&self.distractor_share)
+            || !(0.0..=1.0).contains(&self.paraphrase_share)
         {
-            return bad("update_share and distractor_share must be in 0..=1".into());
+            return bad(
+                "update_share, distractor_share and paraphrase_share must be in 0..=1".into(),
+            );
         }
         Ok(())
     }
@@ -233,6 +252,9 @@ impl SyntheticConversation {
         let mut used: BTreeSet<usize> = BTreeSet::new();
         used.insert(n - 1);
         let mut free = |rng: &mut ChaCha8Rng, lo: usize| -> Option<usize> {
+            if lo >= n - 1 {
+                return None;
+            }
             for _ in 0..64 {
                 let p = rng.random_range(lo..n - 1);
                 if used.insert(p) {
@@ -323,17 +345,50 @@ impl SyntheticConversation {
                     self.planted.insert(p, ev);
                 }
             }
-            let (text, kind, category) = match (agentic, updated && positions.len() > 1) {
-                (false, false) => (
-                    format!("What is {}'s {slot_name}?", self.speakers[subject]),
-                    QuestionKind::Standard,
-                    "single-fact",
-                ),
-                (false, true) => (
-                    format!("What is {}'s current {slot_name}?", self.speakers[subject]),
-                    QuestionKind::KnowledgeUpdate,
-                    "updated-fact",
-                ),
+            if !agentic {
+                for _ in 0..self.spec.noise_per_fact {
+                    let Some(p) = free(rng, 0) else { break };
+                    let template = pick(rng, NOISE);
+                    self.planted.insert(
+                        p,
+                        PlantedEvent {
+                            speaker: rng.random_range(0..2),
+                            action: String::new(),
+                            text: template.replace("{attr}", &slot_name),
+                        },
+                    );
+                }
+            }
+            // Paraphrases exist for the first round of attributes only (a
+            // numbered "#2" attribute has no unambiguous paraphrase).
+            let paraphrase = (!agentic && round == 0)
+                .then(|| ATTRIBUTES.iter().position(|a| *a == slot))
+                .flatten()
+                .and_then(|i| PARAPHRASES.get(i))
+                .filter(|_| rng.random_bool(self.spec.paraphrase_share))
+                .map(|t| t.replace("{name}", &self.speakers[subject]));
+            let updated_fact = updated && positions.len() > 1;
+            let (text, kind, category) = match (agentic, updated_fact) {
+                (false, false) => match paraphrase {
+                    Some(p) => (p, QuestionKind::Standard, "paraphrased-fact"),
+                    None => (
+                        format!("What is {}'s {slot_name}?", self.speakers[subject]),
+                        QuestionKind::Standard,
+                        "single-fact",
+                    ),
+                },
+                (false, true) => match paraphrase {
+                    Some(p) => (
+                        format!("{p} (The latest, please.)"),
+                        QuestionKind::KnowledgeUpdate,
+                        "paraphrased-update",
+                    ),
+                    None => (
+                        format!("What is {}'s current {slot_name}?", self.speakers[subject]),
+                        QuestionKind::KnowledgeUpdate,
+                        "updated-fact",
+                    ),
+                },
                 (true, false) => (
                     format!("What access token was printed for {slot_name}?"),
                     QuestionKind::Standard,
@@ -536,6 +591,59 @@ mod tests {
             }
         }
         assert!(updates > 0);
+    }
+
+    #[test]
+    fn paraphrases_share_no_content_word_and_noise_mentions_attributes() {
+        let spec = SyntheticSpec {
+            units: 400,
+            questions: 16,
+            paraphrase_share: 1.0,
+            noise_per_fact: 3,
+            ..SyntheticSpec::default()
+        };
+        let d = spec.dataset().unwrap();
+        let conv = &d.conversations[0];
+        let events: Vec<Event> = conv.history.batches().flatten().collect();
+        let words = |s: &str| -> Vec<String> {
+            s.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() > 3)
+                .map(str::to_lowercase)
+                .collect()
+        };
+        let mut paraphrased = 0;
+        for q in &conv.questions {
+            if !q.category.starts_with("paraphrased") {
+                continue;
+            }
+            paraphrased += 1;
+            let fact = &conv.evidence_text[&q.evidence[0]];
+            let fact_words = words(fact);
+            let shared: Vec<String> = words(&q.text)
+                .into_iter()
+                .filter(|w| fact_words.contains(w))
+                .collect();
+            assert!(
+                shared.is_empty(),
+                "{:?} shares {shared:?} with {fact:?}",
+                q.text
+            );
+        }
+        // 16 questions over 16 attributes: all first-round, all paraphrased.
+        assert_eq!(paraphrased, 16);
+        let noisy = events
+            .iter()
+            .filter(|e| {
+                ATTRIBUTES.iter().any(|a| {
+                    NOISE
+                        .iter()
+                        .any(|t| e.content().ends_with(&t.replace("{attr}", a)))
+                })
+            })
+            .count();
+        // Planted positions never collide, so every noise turn is there.
+        assert_eq!(noisy, 16 * 3, "noise turns mention attributes");
+        assert_eq!(PARAPHRASES.len(), ATTRIBUTES.len());
     }
 
     #[test]

@@ -22,6 +22,37 @@ pub(super) const ATTRIBUTES: &[&str] = &[
     "allergy",
     "garden plant",
 ];
+/// For each of [`ATTRIBUTES`], in the same order, a question that asks for
+/// it without any of its content words (`{name}` is the speaker): lexical
+/// retrieval cannot match it on the attribute, embeddings can.
+pub(super) const PARAPHRASES: &[&str] = &[
+    "Which digits open the storage box {name} uses at the fitness club?",
+    "Who looks after {name}'s teeth?",
+    "What does {name} call the family kitten?",
+    "Where does {name} most like to eat out?",
+    "What vehicle does {name} drive?",
+    "Which novel is {name}'s reading group discussing?",
+    "What secret gets {name}'s laptop onto the home internet?",
+    "Which plane is {name} booked on?",
+    "Which mountain path does {name} walk?",
+    "Who gives {name} keyboard lessons?",
+    "Which digits open {name}'s cycle padlock?",
+    "Who moved in next door to {name}?",
+    "Where does {name} take stretching classes?",
+    "Which audio show is {name} hooked on lately?",
+    "What can {name} not eat without a reaction?",
+    "What is growing in {name}'s backyard?",
+];
+/// Turns that mention an attribute (`{attr}`) without stating anyone's:
+/// lexical and semantic near-misses for questions about it.
+pub(super) const NOISE: &[&str] = &[
+    "I read a funny article about choosing a {attr}.",
+    "My cousin keeps asking everyone about their {attr}.",
+    "There was a radio show about the perfect {attr} this morning.",
+    "Do you think a {attr} says much about a person?",
+    "Our old flatmate never stopped talking about his {attr}.",
+    "Someone at work lost track of their {attr} again.",
+];
 pub(super) const WORDS: &[&str] = &[
     "amber", "birch", "cobalt", "delta", "ember", "fjord", "granite", "harbor", "indigo",
     "juniper", "kestrel", "lumen", "maple", "nimbus", "onyx", "pebble", "quartz", "raven",
