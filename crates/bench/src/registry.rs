@@ -8,7 +8,7 @@
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false`, `fill=true\|false`, `candidates` |
 //! | `m2-fill` | `bm25-fill`, `sparse-fill` | M2 showing ranked turns until the budget is spent | as `m2` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
-//! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
+//! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -335,6 +335,7 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
         "links",
         "merge_group",
         "record_words",
+        "join",
     ])?;
     let mut c = FlexaConfig::default();
     if let Some(v) = spec.parse_setting("kappa")? {
@@ -366,6 +367,9 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
     }
     if let Some(v) = spec.parse_setting("record_words")? {
         c = c.with_record_words(v);
+    }
+    if let Some(v) = spec.parse_setting("join")? {
+        c = c.with_join_pieces(v);
     }
     let modes = [
         ("auto", RecoveryMode::Auto),

@@ -85,6 +85,13 @@ pub struct FlexaConfig {
     /// Agentic queries: merged records, once used, persist for the episode
     /// (Appendix A).
     pub sticky_agent_merges: bool,
+    /// Show consecutive chosen pieces of one event as the raw text they span
+    /// (default), rather than each piece on its own line with its label (the
+    /// paper's literal rendering). Joined, a turn longer than κ whose pieces
+    /// are all chosen reads exactly as it was written; on LoCoMo conv-26 this
+    /// alone is part of the whole-turn coverage gain measured in the crate
+    /// docs.
+    pub join_pieces: bool,
 }
 
 impl Default for FlexaConfig {
@@ -107,6 +114,7 @@ impl Default for FlexaConfig {
             prompt_raw_tokens: 1500,
             record_max_tokens: 256,
             sticky_agent_merges: true,
+            join_pieces: true,
         }
     }
 }
@@ -151,6 +159,8 @@ impl FlexaConfig {
         with_record_words: record_words: usize,
         /// Sets whether agentic merges persist.
         with_sticky_agent_merges: sticky_agent_merges: bool,
+        /// Sets whether consecutive pieces of one event are joined.
+        with_join_pieces: join_pieces: bool,
     }
 
     /// Rejects settings the algorithm cannot run with.

@@ -277,7 +277,8 @@ impl Renderer<'_, '_> {
         let mut i = 0;
         while i < idx.len() {
             let mut j = i;
-            while j + 1 < idx.len()
+            while self.ctx.cfg.join_pieces
+                && j + 1 < idx.len()
                 && idx[j + 1] == idx[j] + 1
                 && all[idx[j + 1]].0 == all[idx[i]].0
             {
