@@ -130,9 +130,11 @@ pub fn rule_gist(entries: &[Entry], max_words: usize) -> String {
         }
         _ => first_sentence(body, room),
     };
+    // The header alone may exceed a tiny word limit: the limit wins.
     [header, lead + &sentence]
-        .into_iter()
-        .filter(|s| !s.is_empty())
+        .iter()
+        .flat_map(|s| s.split_whitespace())
+        .take(max_words)
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -297,7 +297,7 @@ async fn footprint_counts_raw_text_and_gists() {
         .await
         .unwrap();
     let fp = m.footprint();
-    assert!(fp.input_tokens > 100);
+    assert_eq!(fp.input_tokens, 100, "10 turns of 10 whitespace tokens");
     assert!(
         fp.stored_tokens > fp.input_tokens,
         "gists are stored on top of the raw text"
