@@ -7,6 +7,7 @@
 //! | `m1-fill` | `dense-fill` | M1 showing ranked turns until the budget is spent ([`submem_flat::ReadDepth::Fill`]) | as `m1` |
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false`, `fill=true\|false`, `candidates` |
 //! | `m2-fill` | `bm25-fill`, `sparse-fill` | M2 showing ranked turns until the budget is spent | as `m2` |
+//! | `m3` | `gist`, `readagent` | [`submem_gist::GistIndex`] (rule gists and BM25 selection without a memory LLM) | `page_tokens`, `tiny_session_tokens`, `gist_words`, `max_expand`, `select_prompt_tokens`, `llm_select=true\|false`, `dedup_jaccard` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use submem_core::{Services, Substrate};
 use submem_flat::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
 use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
+use submem_gist::{GistConfig, GistIndex};
 use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
@@ -171,6 +173,7 @@ impl Registry {
             "m1-fill" | "dense-fill" => "m1-fill",
             "m2" | "bm25" | "sparse" => "m2",
             "m2-fill" | "bm25-fill" | "sparse-fill" => "m2-fill",
+            "m3" | "gist" | "readagent" => "m3",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
@@ -194,6 +197,7 @@ impl SubstrateFactory for Registry {
             "m1-fill (dense-fill)",
             "m2 (bm25, sparse)",
             "m2-fill (bm25-fill, sparse-fill)",
+            "m3 (gist, readagent)",
             "m10 (full)",
             "flexa (flexamem)",
             "nomem (none)",
@@ -210,6 +214,7 @@ impl SubstrateFactory for Registry {
             Some("m2") => sparse_config(spec, false).map(|_| ()),
             Some("m2-fill") => sparse_config(spec, true).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m3") => gist_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -224,6 +229,7 @@ impl SubstrateFactory for Registry {
             Some("m2-fill") => Arc::new(SparseMemory::new(services, sparse_config(spec, true)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some("m3") => Arc::new(GistIndex::new(services, gist_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -395,6 +401,47 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
     Ok(c)
 }
 
+/// Settings of `m3` (see [`GistConfig`]).
+fn gist_config(spec: &SubstrateSpec) -> Result<GistConfig> {
+    spec.only(&[
+        "page_tokens",
+        "tiny_session_tokens",
+        "gist_words",
+        "max_expand",
+        "select_prompt_tokens",
+        "llm_select",
+        "dedup_jaccard",
+    ])?;
+    let mut c = GistConfig::default();
+    if let Some(v) = spec.parse_setting("page_tokens")? {
+        c = c.with_page_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("tiny_session_tokens")? {
+        c = c.with_tiny_session_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("gist_words")? {
+        c = c.with_gist_words(v);
+    }
+    if let Some(v) = spec.parse_setting("max_expand")? {
+        c = c.with_max_expand(v);
+    }
+    if let Some(v) = spec.parse_setting("select_prompt_tokens")? {
+        c = c.with_select_prompt_tokens(v);
+    }
+    if let Some(v) = spec.parse_setting("llm_select")? {
+        c = c.with_llm_select(v);
+    }
+    if let Some(v) = spec.parse_setting("dedup_jaccard")? {
+        c = c.with_dedup_jaccard(v);
+    }
+    c.validate().map_err(|e| BenchError::BadSetting {
+        substrate: spec.name.clone(),
+        setting: spec.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,6 +491,13 @@ mod tests {
         assert!(Registry
             .check(&SubstrateSpec::parse("m10:x=1").unwrap())
             .is_err());
+        let c =
+            gist_config(&SubstrateSpec::parse("readagent:page_tokens=300,max_expand=3").unwrap())
+                .unwrap();
+        assert_eq!((c.page_tokens, c.max_expand), (300, 3));
+        assert!(Registry
+            .check(&SubstrateSpec::parse("gist:page_tokens=0").unwrap())
+            .is_err());
     }
 
     #[test]
@@ -452,6 +506,7 @@ mod tests {
         for name in [
             "m1", "m1-fill", "m2", "m2-fill", "m10", "flexa", "nomem", "recent",
         ] {
+        for name in ["m1", "m2", "m3", "m10", "flexa", "nomem", "recent"] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();
