@@ -5,6 +5,7 @@
 //! |---|---|---|---|
 //! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch` |
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
+//! | `m4` | `notes`, `amem`, `a-mem` | [`submem_notes::EvolvingNotes`] (A-Mem) | `k`, `links`, `expand`, `evolve` (cosine threshold), `evolve_neighbours`, `render=topk\|fit`, `fit_pool`, `e` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
@@ -23,6 +24,8 @@ use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
 use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
+use crate::registry_notes::notes_config;
+use submem_notes::EvolvingNotes;
 use crate::{BenchError, Result};
 
 /// A substrate name with its settings.
@@ -167,6 +170,7 @@ impl Registry {
         Some(match name {
             "m1" | "dense" => "m1",
             "m2" | "bm25" | "sparse" => "m2",
+            "m4" | "notes" | "amem" | "a-mem" => "m4",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
@@ -188,6 +192,7 @@ impl SubstrateFactory for Registry {
         [
             "m1 (dense)",
             "m2 (bm25, sparse)",
+            "m4 (notes, amem, a-mem)",
             "m10 (full)",
             "flexa (flexamem)",
             "nomem (none)",
@@ -202,6 +207,7 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m4") => notes_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -212,6 +218,7 @@ impl SubstrateFactory for Registry {
         Ok(match Self::canonical(&spec.name) {
             Some("m1") => Arc::new(DenseMemory::new(services, dense_config(spec)?)?),
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
+            Some("m4") => Arc::new(EvolvingNotes::new(services, notes_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
