@@ -25,8 +25,8 @@ use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
 use crate::registry_notes::notes_config;
-use submem_notes::EvolvingNotes;
 use crate::{BenchError, Result};
+use submem_notes::EvolvingNotes;
 
 /// A substrate name with its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -61,12 +61,15 @@ fn bench_reads(c: &mut Criterion) {
             .unwrap();
         assert!(p.text.contains("zanzibarite"));
         let mut i = 0;
-        c.bench_function(&format!("m4_read_600_turns_{render:?}").to_lowercase(), |b| {
-            b.iter(|| {
-                i = (i + 1) % queries.len();
-                black_box(rt.block_on(m.read(&queries[i])).unwrap())
-            })
-        });
+        c.bench_function(
+            &format!("m4_read_600_turns_{render:?}").to_lowercase(),
+            |b| {
+                b.iter(|| {
+                    i = (i + 1) % queries.len();
+                    black_box(rt.block_on(m.read(&queries[i])).unwrap())
+                })
+            },
+        );
     }
 }
 

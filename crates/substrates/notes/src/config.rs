@@ -132,8 +132,7 @@ impl NotesConfig {
         if self.top_k == Some(0) {
             return Err(NotesError::Config("k must be at least 1".into()));
         }
-        if !(self.evolve_threshold.is_finite() && (-1.0..=1.0).contains(&self.evolve_threshold))
-        {
+        if !(self.evolve_threshold.is_finite() && (-1.0..=1.0).contains(&self.evolve_threshold)) {
             return Err(NotesError::Config(format!(
                 "evolve threshold must be a cosine in [-1, 1], got {}",
                 self.evolve_threshold

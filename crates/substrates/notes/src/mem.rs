@@ -61,7 +61,10 @@ impl std::fmt::Debug for EvolvingNotes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EvolvingNotes")
             .field("config", &self.config)
-            .field("llm", &self.services.llm.as_ref().map(|l| l.name().to_string()))
+            .field(
+                "llm",
+                &self.services.llm.as_ref().map(|l| l.name().to_string()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -139,7 +142,11 @@ impl EvolvingNotes {
     }
 
     /// Embeds `texts` in batches, checking count, length and finiteness.
-    pub(crate) async fn embed(&self, texts: Vec<String>, op: &'static str) -> Result<Vec<Vec<f32>>> {
+    pub(crate) async fn embed(
+        &self,
+        texts: Vec<String>,
+        op: &'static str,
+    ) -> Result<Vec<Vec<f32>>> {
         let dim = self.services.embedder.dimension();
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(self.config.embed_batch) {
@@ -220,7 +227,11 @@ impl EvolvingNotes {
             note.id = space.next_id;
             space.next_id += 1;
             note.embedding = v;
-            let near = space.nearest(&note.embedding, self.config.links.max(self.config.evolve_neighbours), None);
+            let near = space.nearest(
+                &note.embedding,
+                self.config.links.max(self.config.evolve_neighbours),
+                None,
+            );
             for (other, _) in near.iter().take(self.config.links) {
                 note.links.insert(*other);
                 if let Some(o) = space.notes.get_mut(other) {
@@ -285,7 +296,12 @@ impl EvolvingNotes {
                             .map(|n| n.raw.as_str())
                             .collect::<Vec<_>>()
                             .join("\n");
-                        Some((evolve_request(new, &neigh, &self.config), ids, shown, content))
+                        Some((
+                            evolve_request(new, &neigh, &self.config),
+                            ids,
+                            shown,
+                            content,
+                        ))
                     })
                 };
                 let Some((request, ids, shown, content)) = prepared else {

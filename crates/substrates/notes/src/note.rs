@@ -43,9 +43,7 @@ pub const NOTE_INSTRUCTION: &str = "Write a JSON object with the keys \"context\
 /// The note-writing request for one unit.
 pub fn note_request(raw: &str, config: &NotesConfig) -> ChatRequest {
     ChatRequest::new(vec![
-        ChatMessage::system(
-            "You write memory notes. Reply with one JSON object and nothing else.",
-        ),
+        ChatMessage::system("You write memory notes. Reply with one JSON object and nothing else."),
         ChatMessage::user(format!(
             "{NOTE_INSTRUCTION}\n\nMemory:\n{}",
             cut_words(raw, config.prompt_words)

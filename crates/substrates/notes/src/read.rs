@@ -109,9 +109,19 @@ pub fn render(
 fn record_line(n: &Note) -> String {
     let head: String = match n.raw.find(": ") {
         Some(i) if i < 80 => n.raw[..i].to_string(),
-        _ => n.raw.lines().next().unwrap_or("").chars().take(60).collect(),
+        _ => n
+            .raw
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect(),
     };
-    format!("{head} (note): {}", n.note_line().trim_start().trim_start_matches("note: "))
+    format!(
+        "{head} (note): {}",
+        n.note_line().trim_start().trim_start_matches("note: ")
+    )
 }
 
 fn fit_candidate(n: &Note, score: f32, terms: &HashSet<String>) -> FitCandidate {

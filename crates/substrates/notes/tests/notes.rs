@@ -22,10 +22,26 @@ fn ns(s: &str) -> Namespace {
 /// Turns on one topic (so evolution triggers) plus one unrelated turn.
 fn garden_turns(tag: &str) -> Vec<Event> {
     vec![
-        turn(&format!("{tag}1"), "Ana", &format!("I planted tomatoes in the garden today ({tag} side).")),
-        turn(&format!("{tag}2"), "Ben", &format!("The garden tomatoes need water every day ({tag} side).")),
-        turn(&format!("{tag}3"), "Ana", &format!("Our garden tomatoes got the secret fertiliser plumbago ({tag} side).")),
-        turn(&format!("{tag}4"), "Ben", &format!("Stock markets fell sharply on Monday ({tag} side).")),
+        turn(
+            &format!("{tag}1"),
+            "Ana",
+            &format!("I planted tomatoes in the garden today ({tag} side)."),
+        ),
+        turn(
+            &format!("{tag}2"),
+            "Ben",
+            &format!("The garden tomatoes need water every day ({tag} side)."),
+        ),
+        turn(
+            &format!("{tag}3"),
+            "Ana",
+            &format!("Our garden tomatoes got the secret fertiliser plumbago ({tag} side)."),
+        ),
+        turn(
+            &format!("{tag}4"),
+            "Ben",
+            &format!("Stock markets fell sharply on Monday ({tag} side)."),
+        ),
     ]
 }
 
@@ -118,9 +134,16 @@ async fn forgetting_removes_evolved_words_from_every_neighbour() {
     m.manage().await.unwrap();
     // A later note on the same topic evolves notes whose context already
     // holds the secret word: its edits derive from g3 transitively.
-    m.write(&a, &[turn("g5", "Ana", "The garden tomatoes are ripe and red now.")])
-        .await
-        .unwrap();
+    m.write(
+        &a,
+        &[turn(
+            "g5",
+            "Ana",
+            "The garden tomatoes are ripe and red now.",
+        )],
+    )
+    .await
+    .unwrap();
     m.manage().await.unwrap();
     let holders: Vec<String> = m
         .notes(&a)
@@ -173,10 +196,17 @@ async fn namespaces_never_link_or_evolve_across() {
     // No evolution prompt mixes the two namespaces' source texts.
     for req in llm.requests() {
         let text = &req.messages.last().unwrap().content;
-        assert!(!(text.contains("(a side)") && text.contains("(b side)")), "{text}");
+        assert!(
+            !(text.contains("(a side)") && text.contains("(b side)")),
+            "{text}"
+        );
     }
     let r = m
-        .read(&Query::question(b.clone(), "garden tomatoes plumbago", 4096))
+        .read(&Query::question(
+            b.clone(),
+            "garden tomatoes plumbago",
+            4096,
+        ))
         .await
         .unwrap();
     assert!(r.source_ids().all(|id| id.starts_with('b')), "{r:?}");
@@ -219,7 +249,12 @@ async fn fit_render_degrades_under_tight_budgets() {
     topk.write(&a, &turns).await.unwrap();
     let rt = topk.read(&q).await.unwrap();
     assert!(rt.sources.iter().all(|s| s.resolution == Resolution::Raw));
-    assert!(r.sources.len() > rt.sources.len(), "{} vs {}", r.sources.len(), rt.sources.len());
+    assert!(
+        r.sources.len() > rt.sources.len(),
+        "{} vs {}",
+        r.sources.len(),
+        rt.sources.len()
+    );
 }
 
 const CHILD_DIR: &str = "SUBMEM_NOTES_CHILD_DIR";
@@ -247,13 +282,25 @@ async fn persistence_round_trips_into_a_new_process() {
     assert_eq!(fresh.notes(&a), m.notes(&a));
 
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "restore_in_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "restore_in_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR, dir.path())
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "child failed:\n{log}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(log.contains("1 passed"), "child did not run the restore: {log}");
+    assert!(
+        out.status.success(),
+        "child failed:\n{log}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        log.contains("1 passed"),
+        "child did not run the restore: {log}"
+    );
     assert!(dir.path().join("child-ok").exists());
 }
 
