@@ -219,11 +219,12 @@ async fn namespaces_never_link_or_evolve_across() {
 async fn fit_render_degrades_under_tight_budgets() {
     let services = test_services(None);
     let counter = services.tokens.clone();
-    let m = EvolvingNotes::new(
-        services,
-        NotesConfig::default().with_render(RenderMode::Fit),
-    )
-    .unwrap();
+    // Short note lines, so a note's record is much smaller than the note.
+    let short = NotesConfig {
+        context_words: 8,
+        ..NotesConfig::default()
+    };
+    let m = EvolvingNotes::new(services, short.clone().with_render(RenderMode::Fit)).unwrap();
     let a = ns("a");
     let turns: Vec<Event> = (0..40)
         .map(|i| {
@@ -245,7 +246,7 @@ async fn fit_render_degrades_under_tight_budgets() {
         "a tight budget should degrade some notes: {r:?}"
     );
     // The fit pool shows more notes than top-k whole notes could at this budget.
-    let topk = EvolvingNotes::new(test_services(None), NotesConfig::default()).unwrap();
+    let topk = EvolvingNotes::new(test_services(None), short).unwrap();
     topk.write(&a, &turns).await.unwrap();
     let rt = topk.read(&q).await.unwrap();
     assert!(rt.sources.iter().all(|s| s.resolution == Resolution::Raw));
