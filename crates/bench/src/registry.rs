@@ -8,6 +8,7 @@
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false`, `fill=true\|false`, `candidates` |
 //! | `m2-fill` | `bm25-fill`, `sparse-fill` | M2 showing ranked turns until the budget is spent | as `m2` |
 //! | `m3` | `gist`, `readagent` | [`submem_gist::GistIndex`] (rule gists and BM25 selection without a memory LLM) | `page_tokens`, `tiny_session_tokens`, `gist_words`, `max_expand`, `select_prompt_tokens`, `llm_select=true\|false`, `dedup_jaccard` |
+//! | `m4` | `notes`, `amem`, `a-mem` | [`submem_notes::EvolvingNotes`] (A-Mem) | `k`, `links`, `expand`, `evolve` (cosine threshold), `evolve_neighbours`, `render=topk\|fit`, `fit_pool`, `e` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
@@ -27,7 +28,9 @@ use submem_gist::{GistConfig, GistIndex};
 use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
+use crate::registry_notes::notes_config;
 use crate::{BenchError, Result};
+use submem_notes::EvolvingNotes;
 
 /// A substrate name with its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +177,7 @@ impl Registry {
             "m2" | "bm25" | "sparse" => "m2",
             "m2-fill" | "bm25-fill" | "sparse-fill" => "m2-fill",
             "m3" | "gist" | "readagent" => "m3",
+            "m4" | "notes" | "amem" | "a-mem" => "m4",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
@@ -198,6 +202,7 @@ impl SubstrateFactory for Registry {
             "m2 (bm25, sparse)",
             "m2-fill (bm25-fill, sparse-fill)",
             "m3 (gist, readagent)",
+            "m4 (notes, amem, a-mem)",
             "m10 (full)",
             "flexa (flexamem)",
             "nomem (none)",
@@ -215,6 +220,7 @@ impl SubstrateFactory for Registry {
             Some("m2-fill") => sparse_config(spec, true).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
             Some("m3") => gist_config(spec).map(|_| ()),
+            Some("m4") => notes_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -227,6 +233,7 @@ impl SubstrateFactory for Registry {
             Some("m1-fill") => Arc::new(DenseMemory::new(services, dense_config(spec, true)?)?),
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec, false)?)?),
             Some("m2-fill") => Arc::new(SparseMemory::new(services, sparse_config(spec, true)?)?),
+            Some("m4") => Arc::new(EvolvingNotes::new(services, notes_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("m3") => Arc::new(GistIndex::new(services, gist_config(spec)?)?),

@@ -1,0 +1,154 @@
+//! Settings of M4. Every numeric default is a starting point documented here;
+//! the harness sets them by name (`m4:k=10,links=3,evolve=0.6,render=fit`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::NotesError;
+
+/// How a read renders the notes it retrieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RenderMode {
+    /// A-Mem's read: the top-k notes and their linked notes, each shown whole
+    /// (raw text and note line), packed most relevant first and shown in time
+    /// order; what does not fit is left out.
+    TopK,
+    /// FlexA-Mem's fit-or-degrade renderer
+    /// ([`submem_flexamem::FitOrDegrade`]) over a wider pool of candidates:
+    /// each gets raw text, an excerpt or only its note line, the highest that
+    /// fits the room left.
+    Fit,
+}
+
+/// Settings of [`crate::EvolvingNotes`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotesConfig {
+    /// Seeds per read; `None` uses the query's top-k hint (the harness's
+    /// `--top-k`, 10 by default).
+    pub top_k: Option<usize>,
+    /// Links each new note makes to its most similar earlier notes (cosine
+    /// of the note embeddings). Default 3, as in the brief of this crate;
+    /// A-Mem's reference looks at 5 neighbours.
+    pub links: usize,
+    /// Linked notes a read adds per seed (most similar to the query first).
+    pub expand_per_seed: usize,
+    /// Cosine at or above which a new note triggers evolution of that
+    /// neighbour (0.6: MiniLM cosines of unrelated conversation turns lie
+    /// around 0.1–0.4, of turns on one topic around 0.5–0.8).
+    pub evolve_threshold: f32,
+    /// Most neighbours one evolution call may rewrite.
+    pub evolve_neighbours: usize,
+    /// How reads render.
+    pub render: RenderMode,
+    /// Candidates the fit renderer considers: seeds and links first, then the
+    /// other notes by cosine, up to this many.
+    pub fit_pool: usize,
+    /// E: most tokens of pieces in one excerpt (fit renderer).
+    pub excerpt_tokens: usize,
+    /// Most words of a unit's raw text shown in a prompt.
+    pub prompt_words: usize,
+    /// Most words of a note's context description (longer ones are cut).
+    pub context_words: usize,
+    /// Most keywords and most tags kept per note.
+    pub max_keywords: usize,
+    /// Most new tokens of the note-writing call.
+    pub note_max_tokens: usize,
+    /// Most new tokens of the evolution call.
+    pub evolve_max_tokens: usize,
+    /// Texts per embedder call.
+    pub embed_batch: usize,
+}
+
+impl Default for NotesConfig {
+    fn default() -> Self {
+        NotesConfig {
+            top_k: None,
+            links: 3,
+            expand_per_seed: 3,
+            evolve_threshold: 0.6,
+            evolve_neighbours: 3,
+            render: RenderMode::TopK,
+            fit_pool: 48,
+            excerpt_tokens: 160,
+            prompt_words: 300,
+            context_words: 40,
+            max_keywords: 8,
+            note_max_tokens: 160,
+            evolve_max_tokens: 256,
+            embed_batch: 32,
+        }
+    }
+}
+
+impl NotesConfig {
+    /// Sets the seeds per read (overrides the query's hint).
+    pub fn with_top_k(mut self, k: usize) -> Self {
+        self.top_k = Some(k);
+        self
+    }
+    /// Sets the links per new note.
+    pub fn with_links(mut self, n: usize) -> Self {
+        self.links = n;
+        self
+    }
+    /// Sets the linked notes added per seed.
+    pub fn with_expand_per_seed(mut self, n: usize) -> Self {
+        self.expand_per_seed = n;
+        self
+    }
+    /// Sets the evolution cosine threshold.
+    pub fn with_evolve_threshold(mut self, t: f32) -> Self {
+        self.evolve_threshold = t;
+        self
+    }
+    /// Sets the most neighbours one evolution call may rewrite.
+    pub fn with_evolve_neighbours(mut self, n: usize) -> Self {
+        self.evolve_neighbours = n;
+        self
+    }
+    /// Sets the render mode.
+    pub fn with_render(mut self, r: RenderMode) -> Self {
+        self.render = r;
+        self
+    }
+    /// Sets the fit renderer's candidate pool.
+    pub fn with_fit_pool(mut self, n: usize) -> Self {
+        self.fit_pool = n;
+        self
+    }
+    /// Sets E, the excerpt size of the fit renderer.
+    pub fn with_excerpt_tokens(mut self, n: usize) -> Self {
+        self.excerpt_tokens = n;
+        self
+    }
+    /// Sets the texts per embedder call.
+    pub fn with_embed_batch(mut self, n: usize) -> Self {
+        self.embed_batch = n;
+        self
+    }
+
+    /// Rejects settings no read or write can honour.
+    pub fn validate(&self) -> Result<(), NotesError> {
+        if self.top_k == Some(0) {
+            return Err(NotesError::Config("k must be at least 1".into()));
+        }
+        if !(self.evolve_threshold.is_finite() && (-1.0..=1.0).contains(&self.evolve_threshold)) {
+            return Err(NotesError::Config(format!(
+                "evolve threshold must be a cosine in [-1, 1], got {}",
+                self.evolve_threshold
+            )));
+        }
+        for (name, v) in [
+            ("prompt_words", self.prompt_words),
+            ("context_words", self.context_words),
+            ("note_max_tokens", self.note_max_tokens),
+            ("evolve_max_tokens", self.evolve_max_tokens),
+            ("embed_batch", self.embed_batch),
+        ] {
+            if v == 0 {
+                return Err(NotesError::Config(format!("{name} must be at least 1")));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! The [`Substrate`] impl of [`EvolvingNotes`], with persistence: one JSON
+//! file of every namespace's notes (raw text, own fields, edits with their
+//! provenance, links, embeddings) and queued evolutions, written atomically
+//! before the manifest, which is written last.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::{
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Substrate, SubstrateInfo, WriteReport,
+};
+
+use crate::store::Space;
+use crate::{EvolvingNotes, RenderMode};
+
+/// Name written in the manifest.
+pub const STORE_NAME: &str = "M4 evolving-notes";
+/// Format version of the state file.
+pub const FORMAT_VERSION: u32 = 1;
+/// The state file inside a persisted directory.
+pub const STATE_FILE: &str = "notes.json";
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    embedder: String,
+    dimension: usize,
+    namespaces: Vec<(Namespace, Space)>,
+}
+
+fn check_space(dir: &Path, ns: &Namespace, s: &Space, dim: usize) -> Result<()> {
+    let bad = |why: String| Err(Error::store(dir, format!("namespace {ns}: {why}")));
+    if s.by_source.len() != s.notes.len() {
+        return bad("source index does not match the notes".into());
+    }
+    for (id, n) in &s.notes {
+        if *id != n.id || s.by_source.get(&n.source_id) != Some(id) || *id >= s.next_id {
+            return bad(format!("note {id} is inconsistent"));
+        }
+        if n.embedding.len() != dim {
+            return bad(format!(
+                "note {id} has a {}-d embedding, the embedder gives {dim}",
+                n.embedding.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Substrate for EvolvingNotes {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::M4,
+            family: Family::Structural,
+            name: match self.config.render {
+                RenderMode::TopK => "evolving-notes".into(),
+                RenderMode::Fit => "evolving-notes-fit".into(),
+            },
+            needs_llm: self.services.llm.is_some(),
+            training_free: true,
+        }
+    }
+
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        self.write_events(namespace, events).await
+    }
+
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        self.read_query(query).await
+    }
+
+    async fn manage(&self) -> Result<ManageReport> {
+        self.run_evolutions().await
+    }
+
+    fn footprint(&self) -> Footprint {
+        let Ok(spaces) = self.spaces.read() else {
+            return Footprint::default();
+        };
+        let mut f = Footprint {
+            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            ..Footprint::default()
+        };
+        for (ns, s) in spaces.iter() {
+            let (input, stored) = s.tokens(&*self.services.tokens);
+            f.input_tokens += input;
+            f.stored_tokens += stored;
+            f.memory_bytes += ns.as_str().len() as u64
+                + s.notes.values().map(|n| n.bytes()).sum::<u64>()
+                + s.by_source.keys().map(|k| k.len() as u64 + 32).sum::<u64>()
+                + s.pending
+                    .iter()
+                    .map(|p| 32 + 8 * p.neighbours.len() as u64)
+                    .sum::<u64>();
+        }
+        f
+    }
+
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let _gate = self.gate.lock().await;
+        let saved = {
+            let spaces = self.read_lock("persist")?;
+            let mut namespaces: Vec<(Namespace, Space)> =
+                spaces.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
+            Saved {
+                embedder: self.services.embedder.name().to_string(),
+                dimension: self.services.embedder.dimension(),
+                namespaces,
+            }
+        };
+        begin_persist(dir)?;
+        let path = dir.join(STATE_FILE);
+        write_json(&path, &saved)?;
+        write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        let _gate = self.gate.lock().await;
+        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+        let path = dir.join(STATE_FILE);
+        let saved: Saved = read_json(&path)?;
+        let dim = self.services.embedder.dimension();
+        if saved.dimension != dim {
+            return Err(Error::store(
+                dir,
+                format!(
+                    "embeddings are {}-d ({}), this embedder gives {dim}",
+                    saved.dimension, saved.embedder
+                ),
+            ));
+        }
+        if saved.embedder != self.services.embedder.name() {
+            tracing::warn!(
+                saved = saved.embedder,
+                current = self.services.embedder.name(),
+                "restoring embeddings made by another embedder"
+            );
+        }
+        for (ns, s) in &saved.namespaces {
+            check_space(dir, ns, s, dim)?;
+        }
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        *self.write_lock("restore")? = saved.namespaces.into_iter().collect();
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        match target {
+            Forget::Namespace(ns) => self.forget_namespace(ns).await,
+            Forget::Sources {
+                namespace,
+                source_ids,
+            } => self.forget_sources(namespace, source_ids).await,
+        }
+    }
+}

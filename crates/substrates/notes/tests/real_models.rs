@@ -1,0 +1,58 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+//! M4 with the real models: SmolLM2-135M writes the notes (its JSON repaired
+//! or replaced by the rule writer) and decides evolutions, MiniLM embeds,
+//! tiktoken o200k counts. Tiny input; skipped (with a message) when the
+//! models cannot be resolved.
+
+use std::sync::Arc;
+use submem_core::testing::{fixture_conversation, MARKER_A};
+use submem_core::{Namespace, Query, Services, Substrate};
+use submem_notes::{EvolvingNotes, NotesConfig};
+
+fn services() -> Option<Services> {
+    let cfg = submem_models::Config::load(None).ok()?;
+    let llm = cfg
+        .local_llm()
+        .map_err(|e| eprintln!("skipping: {e}"))
+        .ok()?;
+    let embedder = cfg
+        .local_embedder()
+        .map_err(|e| eprintln!("skipping: {e}"))
+        .ok()?;
+    Some(Services {
+        llm: Some(Arc::new(llm)),
+        embedder: Arc::new(embedder),
+        tokens: cfg.token_counter().ok()?,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_models_write_evolve_and_read_within_budget() {
+    let Some(services) = services() else {
+        eprintln!("real models unavailable; test skipped");
+        return;
+    };
+    let counter = services.tokens.clone();
+    let m = EvolvingNotes::new(services, NotesConfig::default()).unwrap();
+    let ns = Namespace::new("real").unwrap();
+    let turns = fixture_conversation("a", MARKER_A, 6);
+    m.write(&ns, &turns).await.unwrap();
+    m.manage().await.unwrap();
+    let s = m.stats();
+    eprintln!("stats {s:?}");
+    assert_eq!(s.llm_notes + s.rule_notes, 6);
+    assert_eq!(m.pending_evolutions(), 0);
+    for (note, e) in m.notes(&ns).iter().zip(&turns) {
+        assert_eq!(note.raw, e.render());
+    }
+    for b in [128, 512, 4096] {
+        let q = Query::question(ns.clone(), "What is the name of my violin teacher?", b)
+            .with_fixed_prompt_tokens(30);
+        let r = m.read(&q).await.unwrap();
+        assert!(r.tokens <= q.allowance());
+        assert_eq!(counter.count(&r.text), r.tokens);
+        if b == 4096 {
+            assert!(r.text.contains(MARKER_A), "{}", r.text);
+        }
+    }
+}
