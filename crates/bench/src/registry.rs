@@ -7,6 +7,7 @@
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
+//! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -20,9 +21,11 @@ use std::sync::Arc;
 use submem_core::{Services, Substrate};
 use submem_flat::{DenseConfig, DenseMemory, SparseConfig, SparseMemory};
 use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
+use submem_graph::GraphMemory;
 use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
+use crate::registry_graph::graph_config;
 use crate::{BenchError, Result};
 
 /// A substrate name with its settings.
@@ -169,6 +172,7 @@ impl Registry {
             "m2" | "bm25" | "sparse" => "m2",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
+            "m5" | "graph" | "lightrag" => "m5",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -190,6 +194,7 @@ impl SubstrateFactory for Registry {
             "m2 (bm25, sparse)",
             "m10 (full)",
             "flexa (flexamem)",
+            "m5 (graph, lightrag)",
             "nomem (none)",
             "recent (window)",
         ]
@@ -202,6 +207,7 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m5") => graph_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -214,6 +220,7 @@ impl SubstrateFactory for Registry {
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some("m5") => Arc::new(GraphMemory::new(services, graph_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -407,7 +414,7 @@ mod tests {
     #[test]
     fn builds_every_known_substrate_with_test_services() {
         let services = submem_core::test_utils::test_services(None);
-        for name in ["m1", "m2", "m10", "flexa", "nomem", "recent"] {
+        for name in ["m1", "m2", "m10", "flexa", "m5", "nomem", "recent"] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();
