@@ -94,7 +94,10 @@ mod tests {
     fn parses_graph_settings() {
         let s = SubstrateSpec::parse("m5:chunk_tokens=200,top_k=30,keywords=rule").unwrap();
         let c = graph_config(&s).unwrap();
-        assert_eq!((c.chunk_tokens, c.top_k, c.keywords), (200, Some(30), Extractor::Rule));
+        assert_eq!(
+            (c.chunk_tokens, c.top_k, c.keywords),
+            (200, Some(30), Extractor::Rule)
+        );
         assert!(graph_config(&SubstrateSpec::parse("m5:graph_share=2").unwrap()).is_err());
         assert!(graph_config(&SubstrateSpec::parse("m5:extraction=maybe").unwrap()).is_err());
         assert!(graph_config(&SubstrateSpec::parse("m5:nope=1").unwrap()).is_err());

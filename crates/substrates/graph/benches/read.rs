@@ -40,7 +40,12 @@ fn bench_reads(c: &mut Criterion) {
             .collect();
         for q in &queries {
             let r = rt.block_on(m.read(q)).unwrap();
-            assert!(r.tokens <= q.allowance(), "{} > {}", r.tokens, q.allowance());
+            assert!(
+                r.tokens <= q.allowance(),
+                "{} > {}",
+                r.tokens,
+                q.allowance()
+            );
             assert!(!r.sources.is_empty(), "nothing retrieved for {:?}", q.text);
             // A 4k budget holds several 300-token chunks.
             assert!(r.tokens * 2 > q.allowance(), "only {} tokens", r.tokens);

@@ -71,7 +71,8 @@ pub fn normalize_name(name: &str) -> String {
 
 const EXTRACT_SYSTEM: &str = "You build a knowledge graph from conversations.";
 
-const EXTRACT_INSTRUCTIONS: &str = "List the entities and relations in the text, one per line, exactly like the example.
+const EXTRACT_INSTRUCTIONS: &str =
+    "List the entities and relations in the text, one per line, exactly like the example.
 Entity lines: entity | name | type | description
 Relation lines: relation | source name | target name | keywords | description
 Types: person, place, organization, event, object, date, activity, concept.
@@ -187,17 +188,27 @@ pub fn ground(extraction: Extraction, chunk_text: &str) -> Extraction {
 const NOT_NAMES: &[&str] = &[
     "i", "i'm", "im", "i've", "i'll", "i'd", "my", "me", "we", "our", "you", "your", "he", "she",
     "it", "they", "them", "his", "her", "its", "their", "the", "a", "an", "and", "but", "or", "so",
-    "if", "this", "that", "these", "those", "there", "here", "what", "when", "where", "who",
-    "why", "how", "which", "yes", "yeah", "no", "oh", "wow", "hey", "hi", "hello", "thanks",
-    "thank", "sure", "well", "ok", "okay", "great", "nice", "awesome", "cool", "sounds", "do",
-    "did", "does", "is", "are", "was", "were", "have", "has", "had", "can", "could", "would",
-    "will", "should", "just", "also", "really", "that's", "it's", "let", "let's", "glad", "good",
-    "in", "on", "at", "for", "to", "of", "with", "by", "from", "as", "not", "all", "some", "any",
+    "if", "this", "that", "these", "those", "there", "here", "what", "when", "where", "who", "why",
+    "how", "which", "yes", "yeah", "no", "oh", "wow", "hey", "hi", "hello", "thanks", "thank",
+    "sure", "well", "ok", "okay", "great", "nice", "awesome", "cool", "sounds", "do", "did",
+    "does", "is", "are", "was", "were", "have", "has", "had", "can", "could", "would", "will",
+    "should", "just", "also", "really", "that's", "it's", "let", "let's", "glad", "good", "in",
+    "on", "at", "for", "to", "of", "with", "by", "from", "as", "not", "all", "some", "any",
 ];
 
 const MONTHS: &[&str] = &[
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
 
 /// Capitalised spans (runs of capitalised words, `of`/`the` allowed inside)

@@ -14,7 +14,6 @@
 //! which keeps forgetting exact.
 
 use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableUnGraph};
-use petgraph::visit::EdgeRef;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -162,7 +161,9 @@ impl KnowledgeGraph {
 
     /// The entity with normalised name `key`.
     pub fn entity(&self, key: &str) -> Option<&Entity> {
-        self.nodes.get(key).and_then(|&ix| self.graph.node_weight(ix))
+        self.nodes
+            .get(key)
+            .and_then(|&ix| self.graph.node_weight(ix))
     }
 
     /// The relation between `a` and `b` (normalised names, any order).
@@ -175,7 +176,9 @@ impl KnowledgeGraph {
 
     /// Every entity, by key.
     pub fn entities(&self) -> impl Iterator<Item = &Entity> {
-        self.nodes.values().filter_map(|&ix| self.graph.node_weight(ix))
+        self.nodes
+            .values()
+            .filter_map(|&ix| self.graph.node_weight(ix))
     }
 
     /// Every relation, in key order.
@@ -276,10 +279,13 @@ impl KnowledgeGraph {
                 ),
             };
             if let Some(rel) = self.graph.edge_weight_mut(edge) {
-                let c = rel.sources.entry(chunk).or_insert_with(|| RelationContribution {
-                    keywords: Vec::new(),
-                    descriptions: Vec::new(),
-                });
+                let c = rel
+                    .sources
+                    .entry(chunk)
+                    .or_insert_with(|| RelationContribution {
+                        keywords: Vec::new(),
+                        descriptions: Vec::new(),
+                    });
                 c.keywords.extend(
                     r.keywords
                         .split([',', ';'])
@@ -331,8 +337,11 @@ impl KnowledgeGraph {
                 continue;
             }
             if node.sources.is_empty() {
-                let incident: Vec<(String, String)> =
-                    self.graph.edges(ix).map(|e| e.weight().ends.clone()).collect();
+                let incident: Vec<(String, String)> = self
+                    .graph
+                    .edges(ix)
+                    .map(|e| e.weight().ends.clone())
+                    .collect();
                 for ends in incident {
                     touched.relations_changed.remove(&ends);
                     touched.relations_removed.insert(ends);
@@ -411,10 +420,16 @@ mod tests {
     fn merges_by_normalised_name_and_repairs_on_removal() {
         let mut g = KnowledgeGraph::default();
         g.add_extraction(1, &x(&[("Ana", "likes tea")], &[("Ana", "Ben", "friends")]));
-        g.add_extraction(2, &x(&[("ana", "plays violin")], &[("ben", "ANA", "neighbours")]));
+        g.add_extraction(
+            2,
+            &x(&[("ana", "plays violin")], &[("ben", "ANA", "neighbours")]),
+        );
         assert_eq!(g.entity_count(), 2);
         assert_eq!(g.relation_count(), 1);
-        assert_eq!(g.entity("ana").unwrap().description(), "likes tea; plays violin");
+        assert_eq!(
+            g.entity("ana").unwrap().description(),
+            "likes tea; plays violin"
+        );
         assert_eq!(g.relation("ben", "ana").unwrap().weight(), 2);
         let t = g.remove_chunks(&BTreeSet::from([2]));
         assert_eq!(g.entity("ana").unwrap().description(), "likes tea");

@@ -28,18 +28,20 @@ impl GraphMemory {
     /// Sizes of `ns`'s memory (all zero when it holds nothing).
     pub async fn counts(&self, ns: &Namespace) -> GraphCounts {
         let state = self.state.lock().await;
-        state.get(ns).map_or_else(GraphCounts::default, |st| GraphCounts {
-            events: st.events.len(),
-            chunks: st.chunks.len(),
-            entities: st.graph.entity_count(),
-            relations: st.graph.relation_count(),
-            vectors: st.chunk_index.vectors.len()
-                + st.entity_index.vectors.len()
-                + st.relation_index.vectors.len(),
-            pending: st.chunk_index.pending.len()
-                + st.entity_index.pending.len()
-                + st.relation_index.pending.len(),
-        })
+        state
+            .get(ns)
+            .map_or_else(GraphCounts::default, |st| GraphCounts {
+                events: st.events.len(),
+                chunks: st.chunks.len(),
+                entities: st.graph.entity_count(),
+                relations: st.graph.relation_count(),
+                vectors: st.chunk_index.vectors.len()
+                    + st.entity_index.vectors.len()
+                    + st.relation_index.vectors.len(),
+                pending: st.chunk_index.pending.len()
+                    + st.entity_index.pending.len()
+                    + st.relation_index.pending.len(),
+            })
     }
 
     /// Every text `ns`'s memory holds: chunk texts, entity names, types and
@@ -78,7 +80,11 @@ impl GraphMemory {
             return Ok(());
         };
         for (id, e) in &st.events {
-            if !st.chunks.get(&e.chunk).is_some_and(|c| c.events.contains(id)) {
+            if !st
+                .chunks
+                .get(&e.chunk)
+                .is_some_and(|c| c.events.contains(id))
+            {
                 return Err(format!("event {id} is not in its chunk {}", e.chunk));
             }
         }
@@ -104,7 +110,10 @@ impl GraphMemory {
                     return Err(format!("relation {:?} has a missing end", r.ends));
                 };
                 if r.sources.keys().any(|c| !e.sources.contains_key(c)) {
-                    return Err(format!("relation {:?} cites a chunk its end does not", r.ends));
+                    return Err(format!(
+                        "relation {:?} cites a chunk its end does not",
+                        r.ends
+                    ));
                 }
             }
         }

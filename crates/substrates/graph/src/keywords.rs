@@ -82,7 +82,10 @@ pub fn rule_keywords(question: &str) -> Keywords {
             )
         })
         .collect();
-    let mut low: Vec<String> = rule_mentions(question).into_iter().map(|(n, _)| n).collect();
+    let mut low: Vec<String> = rule_mentions(question)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     if low.is_empty() {
         low = words.clone();
     }

@@ -128,7 +128,11 @@ impl GraphMemory {
     pub(crate) async fn extract_pending_chunks(&self, st: &mut NamespaceState) -> usize {
         let ids = st.chunks_needing_extraction();
         for &id in &ids {
-            let text = st.chunks.get(&id).map(|c| c.text.clone()).unwrap_or_default();
+            let text = st
+                .chunks
+                .get(&id)
+                .map(|c| c.text.clone())
+                .unwrap_or_default();
             let x = {
                 let events = st.chunk_events(id);
                 self.extract(&events, &text).await
@@ -165,7 +169,10 @@ impl GraphMemory {
 
     /// Computes the vectors of every pending chunk, entity and relation, in
     /// batches; returns how many were computed.
-    pub(crate) async fn index_pending(&self, st: &mut NamespaceState) -> std::result::Result<usize, GraphError> {
+    pub(crate) async fn index_pending(
+        &self,
+        st: &mut NamespaceState,
+    ) -> std::result::Result<usize, GraphError> {
         let chunks: Vec<(u64, String)> = st
             .chunk_index
             .pending
@@ -182,7 +189,11 @@ impl GraphMemory {
             .relation_index
             .pending
             .iter()
-            .filter_map(|k| st.graph.relation(&k.0, &k.1).map(|r| (k.clone(), relation_text(r))))
+            .filter_map(|k| {
+                st.graph
+                    .relation(&k.0, &k.1)
+                    .map(|r| (k.clone(), relation_text(r)))
+            })
             .collect();
         let texts: Vec<String> = chunks
             .iter()
@@ -203,9 +214,15 @@ impl GraphMemory {
             Ok(v) => v,
             Err(e) => {
                 // Keep them queued for the next attempt.
-                st.chunk_index.pending.extend(chunks.into_iter().map(|x| x.0));
-                st.entity_index.pending.extend(entities.into_iter().map(|x| x.0));
-                st.relation_index.pending.extend(relations.into_iter().map(|x| x.0));
+                st.chunk_index
+                    .pending
+                    .extend(chunks.into_iter().map(|x| x.0));
+                st.entity_index
+                    .pending
+                    .extend(entities.into_iter().map(|x| x.0));
+                st.relation_index
+                    .pending
+                    .extend(relations.into_iter().map(|x| x.0));
                 return Err(e);
             }
         };
@@ -256,7 +273,11 @@ impl GraphMemory {
         let allowance = query.allowance();
         {
             let state = self.state.lock().await;
-            if allowance == 0 || state.get(&query.namespace).is_none_or(|s| s.chunks.is_empty()) {
+            if allowance == 0
+                || state
+                    .get(&query.namespace)
+                    .is_none_or(|s| s.chunks.is_empty())
+            {
                 return Ok(Recall::empty());
             }
         }
@@ -310,7 +331,10 @@ impl GraphMemory {
 
     /// Size of every namespace (computed under the lock; the last value when
     /// another operation holds it).
-    pub(crate) fn compute_footprint(&self, state: &BTreeMap<Namespace, NamespaceState>) -> Footprint {
+    pub(crate) fn compute_footprint(
+        &self,
+        state: &BTreeMap<Namespace, NamespaceState>,
+    ) -> Footprint {
         let counter = &*self.services.tokens;
         let mut f = Footprint {
             disk_bytes: self.disk_bytes.load(Ordering::Relaxed),

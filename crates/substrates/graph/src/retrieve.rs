@@ -100,7 +100,12 @@ pub fn retrieve(state: &NamespaceState, q: &QueryVectors, b: Breadth) -> Retriev
             let sources: Vec<u64> = e.sources.keys().copied().collect();
             from_entities.extend(rank_item_chunks(&sources, &support, b.chunks_per_item));
         }
-        local_relations.extend(g.relations_of(k).into_iter().take(b.top_k).map(|r| r.ends.clone()));
+        local_relations.extend(
+            g.relations_of(k)
+                .into_iter()
+                .take(b.top_k)
+                .map(|r| r.ends.clone()),
+        );
     }
     // Global: relations by the high-level keywords, their ends and chunks.
     let global: Vec<(String, String)> = q
@@ -142,9 +147,12 @@ pub fn retrieve(state: &NamespaceState, q: &QueryVectors, b: Breadth) -> Retriev
     let mut fused: BTreeMap<u64, f32> = BTreeMap::new();
     for list in [&from_entities, &from_relations, &dense] {
         let mut seen = BTreeSet::new();
-        for &c in list.iter().filter(|c| seen.insert(**c)) {
-            let rank = seen.len() as f32;
-            *fused.entry(c).or_default() += 1.0 / (b.rrf_k + rank);
+        let mut rank = 0.0f32;
+        for &c in list {
+            if seen.insert(c) {
+                rank += 1.0;
+                *fused.entry(c).or_default() += 1.0 / (b.rrf_k + rank);
+            }
         }
     }
     let mut chunks: Vec<(u64, f32)> = fused.into_iter().collect();
@@ -177,7 +185,12 @@ enum Line {
 }
 
 /// Renders a retrieval under `p.allowance` tokens (exactly counted).
-pub fn render(state: &NamespaceState, r: &Retrieval, counter: &dyn TokenCounter, p: RenderParams) -> Recall {
+pub fn render(
+    state: &NamespaceState,
+    r: &Retrieval,
+    counter: &dyn TokenCounter,
+    p: RenderParams,
+) -> Recall {
     let g = &state.graph;
     let short = |s: &str| {
         if counter.count(s) > p.description_tokens {
@@ -208,7 +221,11 @@ pub fn render(state: &NamespaceState, r: &Retrieval, counter: &dyn TokenCounter,
         .filter_map(|(a, b)| g.relation(a, b))
         .map(|rel| {
             let kw = rel.keywords();
-            let kw = if kw.is_empty() { String::new() } else { format!(" [{}]", short(&kw)) };
+            let kw = if kw.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", short(&kw))
+            };
             format!(
                 "- {} — {}{kw}: {}",
                 display(&rel.ends.0),
@@ -240,7 +257,9 @@ pub fn render(state: &NamespaceState, r: &Retrieval, counter: &dyn TokenCounter,
     // Chunks, most relevant first, while they fit what is left.
     let mut chosen: Vec<(u64, f32)> = Vec::new();
     let mut chunk_used = 0usize;
-    let chunk_room = p.allowance.saturating_sub(used + if lines.is_empty() { 0 } else { 4 });
+    let chunk_room = p
+        .allowance
+        .saturating_sub(used + if lines.is_empty() { 0 } else { 4 });
     for &(c, score) in &r.chunks {
         let Some(chunk) = state.chunks.get(&c) else {
             continue;
@@ -257,7 +276,12 @@ pub fn render(state: &NamespaceState, r: &Retrieval, counter: &dyn TokenCounter,
         if tokens <= p.allowance {
             let mut sources = Vec::new();
             for &(c, score) in &chosen {
-                for id in state.chunks.get(&c).map(|ch| ch.events.as_slice()).unwrap_or(&[]) {
+                for id in state
+                    .chunks
+                    .get(&c)
+                    .map(|ch| ch.events.as_slice())
+                    .unwrap_or(&[])
+                {
                     sources.push(SourceHit {
                         source_id: id.clone(),
                         score,

@@ -60,7 +60,11 @@ pub struct NamespaceState {
 /// Groups `events` into chunks of about `chunk_tokens`: a chunk ends before
 /// an event that would overflow it or that starts another session; an event
 /// longer than the target is a chunk of its own.
-pub fn plan_chunks(events: &[Event], counter: &dyn TokenCounter, chunk_tokens: usize) -> Vec<Vec<usize>> {
+pub fn plan_chunks(
+    events: &[Event],
+    counter: &dyn TokenCounter,
+    chunk_tokens: usize,
+) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut used = 0usize;
     let mut session: Option<&str> = None;
@@ -239,7 +243,11 @@ impl NamespaceState {
 
     /// Rebuilds the state; `dimension` is the embedder's, `same_embedder`
     /// whether the saved vectors came from it (if not, all are recomputed).
-    pub fn from_saved(saved: SavedNamespace, dimension: usize, same_embedder: bool) -> Result<Self, String> {
+    pub fn from_saved(
+        saved: SavedNamespace,
+        dimension: usize,
+        same_embedder: bool,
+    ) -> Result<Self, String> {
         let graph = KnowledgeGraph::from_parts(saved.entities, saved.relations)?;
         let mut events = BTreeMap::new();
         for e in saved.events {
@@ -250,7 +258,10 @@ impl NamespaceState {
         }
         let mut chunks = BTreeMap::new();
         for (id, c) in saved.chunks {
-            if c.events.iter().any(|e| events.get(e).is_none_or(|s: &StoredEvent| s.chunk != id)) {
+            if c.events
+                .iter()
+                .any(|e| events.get(e).is_none_or(|s: &StoredEvent| s.chunk != id))
+            {
                 return Err(format!("chunk {id} lists an event it does not hold"));
             }
             if chunks.insert(id, c).is_some() {
@@ -274,13 +285,25 @@ impl NamespaceState {
         };
         // Vectors must belong to items that exist.
         let chunk_ids: BTreeSet<u64> = state.chunks.keys().copied().collect();
-        state.chunk_index.vectors.retain(|k, _| chunk_ids.contains(k));
+        state
+            .chunk_index
+            .vectors
+            .retain(|k, _| chunk_ids.contains(k));
         state.chunk_index.pending.retain(|k| chunk_ids.contains(k));
         let g = &state.graph;
-        state.entity_index.vectors.retain(|k, _| g.entity(k).is_some());
+        state
+            .entity_index
+            .vectors
+            .retain(|k, _| g.entity(k).is_some());
         state.entity_index.pending.retain(|k| g.entity(k).is_some());
-        state.relation_index.vectors.retain(|k, _| g.relation(&k.0, &k.1).is_some());
-        state.relation_index.pending.retain(|k| g.relation(&k.0, &k.1).is_some());
+        state
+            .relation_index
+            .vectors
+            .retain(|k, _| g.relation(&k.0, &k.1).is_some());
+        state
+            .relation_index
+            .pending
+            .retain(|k| g.relation(&k.0, &k.1).is_some());
         Ok(state)
     }
 
@@ -295,13 +318,40 @@ impl NamespaceState {
         let entities: usize = self
             .graph
             .entities()
-            .map(|e| e.key.len() + e.sources.values().map(|c| c.name.len() + c.kind.len() + c.descriptions.iter().map(String::len).sum::<usize>() + 64).sum::<usize>() + 64)
+            .map(|e| {
+                e.key.len()
+                    + e.sources
+                        .values()
+                        .map(|c| {
+                            c.name.len()
+                                + c.kind.len()
+                                + c.descriptions.iter().map(String::len).sum::<usize>()
+                                + 64
+                        })
+                        .sum::<usize>()
+                    + 64
+            })
             .sum();
         let relations: usize = self
             .graph
             .relations()
             .iter()
-            .map(|r| r.ends.0.len() + r.ends.1.len() + r.sources.values().map(|c| c.keywords.iter().chain(&c.descriptions).map(String::len).sum::<usize>() + 64).sum::<usize>() + 64)
+            .map(|r| {
+                r.ends.0.len()
+                    + r.ends.1.len()
+                    + r.sources
+                        .values()
+                        .map(|c| {
+                            c.keywords
+                                .iter()
+                                .chain(&c.descriptions)
+                                .map(String::len)
+                                .sum::<usize>()
+                                + 64
+                        })
+                        .sum::<usize>()
+                    + 64
+            })
             .sum();
         (events + chunks + entities + relations) as u64
             + self.chunk_index.bytes()
@@ -360,10 +410,16 @@ mod tests {
         let ev = [turn("s", "1", 2), turn("s", "2", 2)];
         let mut st = NamespaceState::default();
         let c = st.add_chunk(&ev.iter().collect::<Vec<_>>(), &WhitespaceCounter);
-        assert_eq!(st.forget_sources(&["1".into(), "x".into()], true, &WhitespaceCounter), 1);
+        assert_eq!(
+            st.forget_sources(&["1".into(), "x".into()], true, &WhitespaceCounter),
+            1
+        );
         assert_eq!(st.chunks[&c].text, "A: w w");
         assert!(st.chunks[&c].needs_extraction);
-        assert_eq!(st.forget_sources(&["2".into()], true, &WhitespaceCounter), 1);
+        assert_eq!(
+            st.forget_sources(&["2".into()], true, &WhitespaceCounter),
+            1
+        );
         assert!(st.chunks.is_empty() && st.chunk_index.pending.is_empty());
     }
 }

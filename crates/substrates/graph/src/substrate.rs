@@ -58,10 +58,11 @@ impl Substrate for GraphMemory {
                 }
             }
             let mut state = self.state.lock().await;
-            if let Some(dup) = state
-                .get(namespace)
-                .and_then(|st| events.iter().find(|e| st.events.contains_key(e.source_id())))
-            {
+            if let Some(dup) = state.get(namespace).and_then(|st| {
+                events
+                    .iter()
+                    .find(|e| st.events.contains_key(e.source_id()))
+            }) {
                 return Err(Error::InvalidInput(format!(
                     "source id {:?} was already written to {namespace}",
                     dup.source_id()
@@ -125,11 +126,7 @@ impl Substrate for GraphMemory {
     fn footprint(&self) -> Footprint {
         match self.state.try_lock() {
             Ok(state) => self.compute_footprint(&state),
-            Err(_) => self
-                .last_footprint
-                .lock()
-                .map(|f| *f)
-                .unwrap_or_default(),
+            Err(_) => self.last_footprint.lock().map(|f| *f).unwrap_or_default(),
         }
     }
 

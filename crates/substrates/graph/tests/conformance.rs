@@ -41,7 +41,9 @@ fn scripted() -> Arc<dyn Llm> {
             }
         }
         if text.contains("violin") {
-            lines.push("relation | Ana | Oslo | violin teacher | The teacher of Ana lives in Oslo.".into());
+            lines.push(
+                "relation | Ana | Oslo | violin teacher | The teacher of Ana lives in Oslo.".into(),
+            );
         }
         Ok(lines.join("\n"))
     }))

@@ -25,9 +25,19 @@ fn turn(session: &str, id: &str, speaker: &str, text: &str) -> Event {
 /// named by the marker (s2), Ana and Ben's walk (s3).
 fn history() -> Vec<Vec<Event>> {
     vec![
-        vec![turn("s1", "D1:1", "Ana", "I drink green tea every morning.")],
+        vec![turn(
+            "s1",
+            "D1:1",
+            "Ana",
+            "I drink green tea every morning.",
+        )],
         vec![
-            turn("s2", "D2:1", "Ana", &format!("My violin teacher {MARKER} moved to Oslo.")),
+            turn(
+                "s2",
+                "D2:1",
+                "Ana",
+                &format!("My violin teacher {MARKER} moved to Oslo."),
+            ),
             turn("s2", "D2:2", "Ben", "Oslo is cold in winter."),
         ],
         vec![turn("s3", "D3:1", "Ben", "Ana and I walked by the river.")],
@@ -39,17 +49,27 @@ fn extraction_llm() -> (Arc<ScriptedLlm>, Arc<dyn submem_core::Llm>) {
         let p = &req.messages.last().unwrap().content;
         let text = p.rsplit("Text:\n").next().unwrap_or("");
         if p.contains("high_level_keywords") {
-            return Ok("{\"high_level_keywords\": [\"music\"], \"low_level_keywords\": [\"Ana\"]}".into());
+            return Ok(
+                "{\"high_level_keywords\": [\"music\"], \"low_level_keywords\": [\"Ana\"]}".into(),
+            );
         }
         let mut out = Vec::new();
         if text.contains("green tea") {
             out.push("entity | Ana | person | Ana drinks green tea.".to_string());
         }
         if text.contains(MARKER) {
-            out.push(format!("entity | Ana | person | Ana learns violin from {MARKER}."));
-            out.push(format!("entity | {MARKER} | person | {MARKER} teaches violin in Oslo."));
-            out.push(format!("relation | Ana | {MARKER} | music, lessons | {MARKER} teaches Ana."));
-            out.push(format!("relation | {MARKER} | Oslo | home | {MARKER} moved to Oslo."));
+            out.push(format!(
+                "entity | Ana | person | Ana learns violin from {MARKER}."
+            ));
+            out.push(format!(
+                "entity | {MARKER} | person | {MARKER} teaches violin in Oslo."
+            ));
+            out.push(format!(
+                "relation | Ana | {MARKER} | music, lessons | {MARKER} teaches Ana."
+            ));
+            out.push(format!(
+                "relation | {MARKER} | Oslo | home | {MARKER} moved to Oslo."
+            ));
         }
         if text.contains("Oslo is cold") {
             out.push("entity | Oslo | place | Oslo is cold in winter.".to_string());
@@ -83,10 +103,15 @@ async fn forgetting_repairs_descriptions_and_removes_orphans() {
     m.manage().await.unwrap();
     m.check_consistency(&ns).await.unwrap();
     let before = m.counts(&ns).await;
-    assert_eq!((before.chunks, before.entities, before.relations), (3, 4, 4));
+    assert_eq!(
+        (before.chunks, before.entities, before.relations),
+        (3, 4, 4)
+    );
     assert_eq!(before.pending, 0);
     let texts = m.stored_texts(&ns).await;
-    assert!(texts.iter().any(|t| t.contains(&format!("Ana learns violin from {MARKER}"))));
+    assert!(texts
+        .iter()
+        .any(|t| t.contains(&format!("Ana learns violin from {MARKER}"))));
 
     let calls_before = llm.requests().len();
     let n = m
@@ -97,7 +122,11 @@ async fn forgetting_repairs_descriptions_and_removes_orphans() {
         .await
         .unwrap();
     assert_eq!(n, 1);
-    assert_eq!(llm.requests().len(), calls_before, "forget must not call the LLM");
+    assert_eq!(
+        llm.requests().len(),
+        calls_before,
+        "forget must not call the LLM"
+    );
     // Right after forgetting, before any re-extraction: the chunk's
     // contributions are gone, the marker node and its edges are removed,
     // Ana's description is rebuilt from the chunks that remain.
@@ -105,15 +134,27 @@ async fn forgetting_repairs_descriptions_and_removes_orphans() {
     let after = m.counts(&ns).await;
     assert_eq!((after.entities, after.relations), (2, 1), "{after:?}");
     let texts = m.stored_texts(&ns).await;
-    assert!(texts.contains(&"Ana (person): Ana drinks green tea.; Ana walked by the river.".to_string()), "{texts:#?}");
+    assert!(
+        texts
+            .contains(&"Ana (person): Ana drinks green tea.; Ana walked by the river.".to_string()),
+        "{texts:#?}"
+    );
 
     // manage re-extracts what is left of the chunk (Ben's remark).
     m.manage().await.unwrap();
     assert_gone(&m, &ns).await;
     let after = m.counts(&ns).await;
-    assert_eq!((after.entities, after.relations, after.pending), (3, 2, 0), "{after:?}");
+    assert_eq!(
+        (after.entities, after.relations, after.pending),
+        (3, 2, 0),
+        "{after:?}"
+    );
     let r = m
-        .read(&Query::question(ns.clone(), "Who teaches Ana violin?", 4096))
+        .read(&Query::question(
+            ns.clone(),
+            "Who teaches Ana violin?",
+            4096,
+        ))
         .await
         .unwrap();
     assert!(!r.text.contains(MARKER), "{}", r.text);
@@ -135,11 +176,7 @@ async fn forgetting_every_source_leaves_an_empty_graph() {
     }
     m.manage().await.unwrap();
     assert!(m.counts(&ns).await.entities > 0);
-    assert!(m
-        .stored_texts(&ns)
-        .await
-        .iter()
-        .any(|t| t.contains(MARKER)));
+    assert!(m.stored_texts(&ns).await.iter().any(|t| t.contains(MARKER)));
     m.forget(&Forget::Sources {
         namespace: ns.clone(),
         source_ids: vec!["D2:1".into()],

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use submem_core::test_utils::{test_services, HashingEmbedder, ScriptedLlm};
 use submem_core::testing::fixture_conversation;
 use submem_core::{
-    Embedder, Event, Forget, Meter, MeteredSubstrate, Namespace, Phase, Query, Services,
-    Substrate,
+    Embedder, Event, Forget, Meter, MeteredSubstrate, Namespace, Phase, Query, Services, Substrate,
 };
 use submem_graph::{GraphConfig, GraphMemory};
 
@@ -22,10 +21,15 @@ fn question(ns: &Namespace) -> Query {
 }
 
 async fn filled() -> (GraphMemory, Namespace) {
-    let m = GraphMemory::new(test_services(None), GraphConfig::default().with_chunk_tokens(40))
-        .unwrap();
+    let m = GraphMemory::new(
+        test_services(None),
+        GraphConfig::default().with_chunk_tokens(40),
+    )
+    .unwrap();
     let ns = Namespace::new("alice").unwrap();
-    m.write(&ns, &conversation("a", "zanzibarite")).await.unwrap();
+    m.write(&ns, &conversation("a", "zanzibarite"))
+        .await
+        .unwrap();
     m.write(
         &Namespace::new("bob").unwrap(),
         &conversation("b", "quetzalcoatlus"),
@@ -104,7 +108,11 @@ async fn a_torn_store_is_refused_and_changes_nothing() {
     let (m, ns) = filled().await;
     let dir = tempfile::tempdir().unwrap();
     m.persist(dir.path()).await.unwrap();
-    std::fs::write(dir.path().join(submem_graph::STATE_FILE), b"{\"embedder\": 1").unwrap();
+    std::fs::write(
+        dir.path().join(submem_graph::STATE_FILE),
+        b"{\"embedder\": 1",
+    )
+    .unwrap();
     let before = m.counts(&ns).await;
     assert!(matches!(
         m.restore(dir.path()).await,
@@ -118,7 +126,11 @@ async fn namespaces_are_isolated_in_graph_and_forgetting() {
     let (m, ns) = filled().await;
     let bob = Namespace::new("bob").unwrap();
     let r = m
-        .read(&Query::question(bob.clone(), "violin teacher zanzibarite", 4096))
+        .read(&Query::question(
+            bob.clone(),
+            "violin teacher zanzibarite",
+            4096,
+        ))
         .await
         .unwrap();
     assert!(!r.text.contains("zanzibarite"));
@@ -150,7 +162,10 @@ async fn one_llm_call_per_chunk_on_write_and_one_per_read() {
     assert!(m.info().needs_llm);
     let sub = MeteredSubstrate::new(m, meter.clone());
     let ns = Namespace::new("a").unwrap();
-    let report = sub.write(&ns, &conversation("a", "zanzibarite")).await.unwrap();
+    let report = sub
+        .write(&ns, &conversation("a", "zanzibarite"))
+        .await
+        .unwrap();
     let snap = meter.snapshot();
     assert_eq!(snap.phase(Phase::Write).llm_calls as usize, report.units);
     // Indexing is lazy: writing embeds nothing.
@@ -161,7 +176,11 @@ async fn one_llm_call_per_chunk_on_write_and_one_per_read() {
     assert!(read.embed_calls >= 2, "pending items and the query");
     sub.read(&question(&ns)).await.unwrap();
     let read2 = meter.snapshot().phase(Phase::Read).clone();
-    assert_eq!(read2.embed_calls - read.embed_calls, 1, "only the query the second time");
+    assert_eq!(
+        read2.embed_calls - read.embed_calls,
+        1,
+        "only the query the second time"
+    );
 
     let rules = GraphMemory::new(test_services(None), GraphConfig::default()).unwrap();
     assert!(!rules.info().needs_llm);
@@ -174,8 +193,11 @@ async fn child_restores_from_env() {
         return;
     };
     let dir = std::path::PathBuf::from(dir);
-    let m = GraphMemory::new(test_services(None), GraphConfig::default().with_chunk_tokens(40))
-        .unwrap();
+    let m = GraphMemory::new(
+        test_services(None),
+        GraphConfig::default().with_chunk_tokens(40),
+    )
+    .unwrap();
     m.restore(&dir.join("store")).await.unwrap();
     let ns = Namespace::new("alice").unwrap();
     let r = m.read(&question(&ns)).await.unwrap();
@@ -201,6 +223,10 @@ async fn restores_in_a_new_process() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("1 passed"), "{stdout}");
 }

@@ -1,8 +1,9 @@
+#![cfg(feature = "real-models")]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 //! M5 with the real models: SmolLM2-135M extracts entities and relations
 //! (tuple lines, grounded; rules when it yields nothing) and query keywords,
 //! MiniLM embeds, tiktoken o200k counts. Skipped (with a message) when the
-//! models cannot be resolved.
+//! models cannot be resolved. Run with `--features real-models`.
 
 use std::sync::Arc;
 use std::time::Instant;
