@@ -1,5 +1,5 @@
-#![cfg(feature = "real-models")]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![cfg(feature = "real-models")]
 //! M5 with the real models: SmolLM2-135M extracts entities and relations
 //! (tuple lines, grounded; rules when it yields nothing) and query keywords,
 //! MiniLM embeds, tiktoken o200k counts. Skipped (with a message) when the
