@@ -60,6 +60,7 @@ pub mod metrics;
 pub mod reader;
 pub mod registry;
 pub mod registry_notes;
+pub mod registry_graph;
 pub mod report;
 pub mod runner;
 pub mod summary;

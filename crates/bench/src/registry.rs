@@ -11,6 +11,7 @@
 //! | `m4` | `notes`, `amem`, `a-mem` | [`submem_notes::EvolvingNotes`] (A-Mem) | `k`, `links`, `expand`, `evolve` (cosine threshold), `evolve_neighbours`, `render=topk\|fit`, `fit_pool`, `e` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
+//! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -29,6 +30,9 @@ use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
 use crate::registry_notes::notes_config;
+use submem_graph::GraphMemory;
+
+use crate::registry_graph::graph_config;
 use crate::{BenchError, Result};
 use submem_notes::EvolvingNotes;
 
@@ -180,6 +184,7 @@ impl Registry {
             "m4" | "notes" | "amem" | "a-mem" => "m4",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
+            "m5" | "graph" | "lightrag" => "m5",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -205,6 +210,7 @@ impl SubstrateFactory for Registry {
             "m4 (notes, amem, a-mem)",
             "m10 (full)",
             "flexa (flexamem)",
+            "m5 (graph, lightrag)",
             "nomem (none)",
             "recent (window)",
         ]
@@ -221,6 +227,7 @@ impl SubstrateFactory for Registry {
             Some("flexa") => flexa_config(spec).map(|_| ()),
             Some("m3") => gist_config(spec).map(|_| ()),
             Some("m4") => notes_config(spec).map(|_| ()),
+            Some("m5") => graph_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -237,6 +244,7 @@ impl SubstrateFactory for Registry {
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("m3") => Arc::new(GistIndex::new(services, gist_config(spec)?)?),
+            Some("m5") => Arc::new(GraphMemory::new(services, graph_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),

@@ -1,0 +1,340 @@
+//! The read path (LightRAG's *mix* mode): low-level keywords match entities,
+//! high-level keywords match relations, the question matches chunks; the
+//! matched items' neighbourhoods and source chunks are gathered; the three
+//! chunk lists (from entities, from relations, dense) are merged by
+//! reciprocal rank fusion; the result is rendered under the budget —
+//! entity and relation descriptions compactly (truncated), chunks verbatim,
+//! in time order.
+//!
+//! Deviation: LightRAG orders an entity's chunks by how many of the entity's
+//! neighbours they mention; here by how many *matched* entities they
+//! support (the same idea restricted to what the query touched), which needs
+//! no extra pass over the graph.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use submem_core::{Recall, Resolution, SourceHit, TokenCounter};
+
+use crate::store::NamespaceState;
+
+/// How broad one retrieval is.
+#[derive(Debug, Clone, Copy)]
+pub struct Breadth {
+    /// Entities and relations matched.
+    pub top_k: usize,
+    /// Dense chunk hits.
+    pub chunk_top_k: usize,
+    /// Chunks gathered per matched entity or relation.
+    pub chunks_per_item: usize,
+    /// RRF constant.
+    pub rrf_k: f32,
+}
+
+/// The three query vectors (`None` when that level had no keyword).
+#[derive(Debug, Clone, Default)]
+pub struct QueryVectors {
+    /// The question.
+    pub question: Option<Vec<f32>>,
+    /// Joined low-level keywords.
+    pub low: Option<Vec<f32>>,
+    /// Joined high-level keywords.
+    pub high: Option<Vec<f32>>,
+}
+
+/// What a retrieval found, best first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Retrieval {
+    /// Entities for the context.
+    pub entities: Vec<String>,
+    /// Relations for the context.
+    pub relations: Vec<(String, String)>,
+    /// Chunks with their fused score.
+    pub chunks: Vec<(u64, f32)>,
+}
+
+fn interleave<T: Clone + Ord>(a: &[T], b: &[T]) -> Vec<T> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for i in 0..a.len().max(b.len()) {
+        for x in [a.get(i), b.get(i)].into_iter().flatten() {
+            if seen.insert(x.clone()) {
+                out.push(x.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Chunks supporting `sources` ordered by how many `matched` items share
+/// them (most first), then oldest first; at most `n`.
+fn rank_item_chunks(sources: &[u64], support: &HashMap<u64, usize>, n: usize) -> Vec<u64> {
+    let mut v = sources.to_vec();
+    v.sort_by(|a, b| support.get(b).cmp(&support.get(a)).then(a.cmp(b)));
+    v.truncate(n);
+    v
+}
+
+/// Runs the three searches and fuses the chunk lists.
+pub fn retrieve(state: &NamespaceState, q: &QueryVectors, b: Breadth) -> Retrieval {
+    let g = &state.graph;
+    // Local: entities by the low-level keywords, their relations and chunks.
+    let local: Vec<String> = q
+        .low
+        .as_ref()
+        .map(|v| state.entity_index.top_k(v, b.top_k))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let mut support: HashMap<u64, usize> = HashMap::new();
+    for k in &local {
+        if let Some(e) = g.entity(k) {
+            for &c in e.sources.keys() {
+                *support.entry(c).or_default() += 1;
+            }
+        }
+    }
+    let mut from_entities: Vec<u64> = Vec::new();
+    let mut local_relations: Vec<(String, String)> = Vec::new();
+    for k in &local {
+        if let Some(e) = g.entity(k) {
+            let sources: Vec<u64> = e.sources.keys().copied().collect();
+            from_entities.extend(rank_item_chunks(&sources, &support, b.chunks_per_item));
+        }
+        local_relations.extend(
+            g.relations_of(k)
+                .into_iter()
+                .take(b.top_k)
+                .map(|r| r.ends.clone()),
+        );
+    }
+    // Global: relations by the high-level keywords, their ends and chunks.
+    let global: Vec<(String, String)> = q
+        .high
+        .as_ref()
+        .map(|v| state.relation_index.top_k(v, b.top_k))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let mut rel_support: HashMap<u64, usize> = HashMap::new();
+    for (x, y) in &global {
+        if let Some(r) = g.relation(x, y) {
+            for &c in r.sources.keys() {
+                *rel_support.entry(c).or_default() += 1;
+            }
+        }
+    }
+    let mut from_relations: Vec<u64> = Vec::new();
+    let mut global_entities: Vec<String> = Vec::new();
+    for (x, y) in &global {
+        if let Some(r) = g.relation(x, y) {
+            let sources: Vec<u64> = r.sources.keys().copied().collect();
+            from_relations.extend(rank_item_chunks(&sources, &rel_support, b.chunks_per_item));
+            global_entities.push(x.clone());
+            global_entities.push(y.clone());
+        }
+    }
+    // Naive: chunks by the question.
+    let dense: Vec<u64> = q
+        .question
+        .as_ref()
+        .map(|v| state.chunk_index.top_k(v, b.chunk_top_k))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    // Reciprocal rank fusion over the three chunk lists (each deduplicated).
+    let mut fused: BTreeMap<u64, f32> = BTreeMap::new();
+    for list in [&from_entities, &from_relations, &dense] {
+        let mut seen = BTreeSet::new();
+        let mut rank = 0.0f32;
+        for &c in list {
+            if seen.insert(c) {
+                rank += 1.0;
+                *fused.entry(c).or_default() += 1.0 / (b.rrf_k + rank);
+            }
+        }
+    }
+    let mut chunks: Vec<(u64, f32)> = fused.into_iter().collect();
+    chunks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Retrieval {
+        entities: interleave(&local, &global_entities),
+        relations: interleave(&global, &local_relations),
+        chunks,
+    }
+}
+
+/// Rendering knobs.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderParams {
+    /// Tokens the memory block may take.
+    pub allowance: usize,
+    /// Share of it for descriptions.
+    pub graph_share: f32,
+    /// Longest description shown.
+    pub description_tokens: usize,
+}
+
+const ENTITY_HEADER: &str = "Entities:";
+const RELATION_HEADER: &str = "Relations:";
+const CHUNK_HEADER: &str = "Conversation excerpts:";
+
+enum Line {
+    Entity(String),
+    Relation(String),
+}
+
+/// Renders a retrieval under `p.allowance` tokens (exactly counted).
+pub fn render(
+    state: &NamespaceState,
+    r: &Retrieval,
+    counter: &dyn TokenCounter,
+    p: RenderParams,
+) -> Recall {
+    let g = &state.graph;
+    let short = |s: &str| {
+        if counter.count(s) > p.description_tokens {
+            format!("{}…", counter.truncate(s, p.description_tokens))
+        } else {
+            s.to_string()
+        }
+    };
+    let display = |k: &str| g.entity(k).map_or(k.to_string(), |e| e.name().to_string());
+    let entity_lines: Vec<String> = r
+        .entities
+        .iter()
+        .filter_map(|k| g.entity(k))
+        .map(|e| {
+            let kind = e.kind();
+            let desc = e.description();
+            match (kind.is_empty(), desc.is_empty()) {
+                (true, true) => format!("- {}", e.name()),
+                (false, true) => format!("- {} ({kind})", e.name()),
+                (true, false) => format!("- {}: {}", e.name(), short(&desc)),
+                (false, false) => format!("- {} ({kind}): {}", e.name(), short(&desc)),
+            }
+        })
+        .collect();
+    let relation_lines: Vec<String> = r
+        .relations
+        .iter()
+        .filter_map(|(a, b)| g.relation(a, b))
+        .map(|rel| {
+            let kw = rel.keywords();
+            let kw = if kw.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", short(&kw))
+            };
+            format!(
+                "- {} — {}{kw}: {}",
+                display(&rel.ends.0),
+                display(&rel.ends.1),
+                short(&rel.description())
+            )
+        })
+        .collect();
+    // Graph lines, entity and relation alternately, within the graph share.
+    let graph_room = (p.allowance as f32 * p.graph_share).floor() as usize;
+    let mut lines: Vec<Line> = Vec::new();
+    let mut used = 0usize;
+    for i in 0..entity_lines.len().max(relation_lines.len()) {
+        let pair = [
+            entity_lines.get(i).map(|l| Line::Entity(l.clone())),
+            relation_lines.get(i).map(|l| Line::Relation(l.clone())),
+        ];
+        for line in pair.into_iter().flatten() {
+            let text = match &line {
+                Line::Entity(t) | Line::Relation(t) => t,
+            };
+            let cost = counter.count(text) + 1;
+            if used + cost + 4 <= graph_room {
+                used += cost;
+                lines.push(line);
+            }
+        }
+    }
+    // Chunks, most relevant first, while they fit what is left.
+    let mut chosen: Vec<(u64, f32)> = Vec::new();
+    let mut chunk_used = 0usize;
+    let chunk_room = p
+        .allowance
+        .saturating_sub(used + if lines.is_empty() { 0 } else { 4 });
+    for &(c, score) in &r.chunks {
+        let Some(chunk) = state.chunks.get(&c) else {
+            continue;
+        };
+        let cost = chunk.tokens as usize + 1;
+        if chunk_used + cost + 4 <= chunk_room {
+            chunk_used += cost;
+            chosen.push((c, score));
+        }
+    }
+    loop {
+        let text = compose(state, &lines, &chosen);
+        let tokens = counter.count(&text);
+        if tokens <= p.allowance {
+            let mut sources = Vec::new();
+            for &(c, score) in &chosen {
+                for id in state
+                    .chunks
+                    .get(&c)
+                    .map(|ch| ch.events.as_slice())
+                    .unwrap_or(&[])
+                {
+                    sources.push(SourceHit {
+                        source_id: id.clone(),
+                        score,
+                        resolution: Resolution::Raw,
+                    });
+                }
+            }
+            return Recall {
+                text,
+                tokens,
+                sources,
+                reader: None,
+            };
+        }
+        // Joining cost more than estimated: drop the least relevant item.
+        if chosen.pop().is_none() && lines.pop().is_none() {
+            return Recall::empty();
+        }
+    }
+}
+
+fn compose(state: &NamespaceState, lines: &[Line], chosen: &[(u64, f32)]) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    let entities: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Entity(t) => Some(t.as_str()),
+            Line::Relation(_) => None,
+        })
+        .collect();
+    let relations: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Relation(t) => Some(t.as_str()),
+            Line::Entity(_) => None,
+        })
+        .collect();
+    if !entities.is_empty() {
+        parts.push(ENTITY_HEADER);
+        parts.extend(entities);
+    }
+    if !relations.is_empty() {
+        parts.push(RELATION_HEADER);
+        parts.extend(relations);
+    }
+    let mut in_time: Vec<&crate::store::Chunk> = chosen
+        .iter()
+        .filter_map(|(c, _)| state.chunks.get(c))
+        .collect();
+    in_time.sort_by_key(|c| c.position);
+    if !in_time.is_empty() && !parts.is_empty() {
+        parts.push(CHUNK_HEADER);
+    }
+    parts.extend(in_time.iter().map(|c| c.text.as_str()));
+    parts.join("\n")
+}

@@ -1,0 +1,213 @@
+//! The [`Substrate`] implementation of [`GraphMemory`]: validation, phases,
+//! forgetting with description repair, persistence as one JSON document.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::{
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Substrate, SubstrateInfo, WriteReport,
+};
+use tracing::Instrument;
+
+use crate::memory::GraphMemory;
+use crate::store::{plan_chunks, NamespaceState, SavedNamespace};
+
+/// Manifest name of a persisted M5 store.
+pub const STORE_NAME: &str = "M5 dual-level-graph";
+/// Format version of the persisted files.
+pub const FORMAT_VERSION: u32 = 1;
+/// The state file inside a persisted directory.
+pub const STATE_FILE: &str = "graph.json";
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    embedder: String,
+    namespaces: Vec<(Namespace, SavedNamespace)>,
+}
+
+#[async_trait]
+impl Substrate for GraphMemory {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::M5,
+            family: Family::Structural,
+            name: "dual-level-graph".into(),
+            needs_llm: self.uses_llm(),
+            training_free: true,
+        }
+    }
+
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        let span = tracing::debug_span!("m5.write", ns = %namespace, events = events.len());
+        async {
+            if events.is_empty() {
+                return Ok(WriteReport::default());
+            }
+            let mut ids = HashSet::new();
+            for e in events {
+                e.validate()?;
+                if !ids.insert(e.source_id()) {
+                    return Err(Error::InvalidInput(format!(
+                        "source id {:?} appears twice in one write",
+                        e.source_id()
+                    )));
+                }
+            }
+            let mut state = self.state.lock().await;
+            if let Some(dup) = state.get(namespace).and_then(|st| {
+                events
+                    .iter()
+                    .find(|e| st.events.contains_key(e.source_id()))
+            }) {
+                return Err(Error::InvalidInput(format!(
+                    "source id {:?} was already written to {namespace}",
+                    dup.source_id()
+                )));
+            }
+            let counter = self.services.tokens.clone();
+            let plan = plan_chunks(events, &*counter, self.config.chunk_tokens);
+            // Extract first, then store: a write either lands whole or not at all.
+            let mut extracted = Vec::with_capacity(plan.len());
+            for group in &plan {
+                let members: Vec<&Event> = group.iter().map(|&i| &events[i]).collect();
+                let text = members
+                    .iter()
+                    .map(|e| e.render())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                extracted.push((members.clone(), self.extract(&members, &text).await));
+            }
+            let st = state.entry(namespace.clone()).or_default();
+            for (members, x) in &extracted {
+                let id = st.add_chunk(members, &*counter);
+                let touched = st.graph.add_extraction(id, x);
+                st.apply_touched(touched);
+            }
+            self.compute_footprint(&state);
+            Ok(WriteReport {
+                events: events.len(),
+                units: plan.len(),
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        let span = tracing::debug_span!("m5.read", ns = %query.namespace, budget = query.budget);
+        self.read_impl(query).instrument(span).await
+    }
+
+    /// Extracts chunks that lost events to forgetting, then indexes every
+    /// pending chunk, entity and relation.
+    async fn manage(&self) -> Result<ManageReport> {
+        let span = tracing::debug_span!("m5.manage");
+        async {
+            let mut state = self.state.lock().await;
+            let mut changed = 0;
+            for st in state.values_mut() {
+                changed += self.extract_pending_chunks(st).await;
+                changed += self
+                    .index_pending(st)
+                    .await
+                    .map_err(|e| e.during("manage"))?;
+            }
+            self.compute_footprint(&state);
+            Ok(ManageReport { changed })
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn footprint(&self) -> Footprint {
+        match self.state.try_lock() {
+            Ok(state) => self.compute_footprint(&state),
+            Err(_) => self.last_footprint.lock().map(|f| *f).unwrap_or_default(),
+        }
+    }
+
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let span = tracing::debug_span!("m5.persist", dir = %dir.display());
+        async {
+            let saved = {
+                let state = self.state.lock().await;
+                Saved {
+                    embedder: self.services.embedder.name().to_string(),
+                    namespaces: state
+                        .iter()
+                        .map(|(ns, st)| (ns.clone(), st.to_saved()))
+                        .collect(),
+                }
+            };
+            begin_persist(dir)?;
+            let path = dir.join(STATE_FILE);
+            write_json(&path, &saved)?;
+            write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            self.disk_bytes.store(bytes, Ordering::Relaxed);
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+        let path = dir.join(STATE_FILE);
+        let saved: Saved = read_json(&path)?;
+        let same_embedder = saved.embedder == self.services.embedder.name();
+        let dimension = self.services.embedder.dimension();
+        let mut fresh = BTreeMap::new();
+        for (ns, s) in saved.namespaces {
+            let st = NamespaceState::from_saved(s, dimension, same_embedder)
+                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
+            if fresh.insert(ns.clone(), st).is_some() {
+                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
+            }
+        }
+        let mut state = self.state.lock().await;
+        *state = fresh;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        self.compute_footprint(&state);
+        Ok(())
+    }
+
+    /// Forgetting sources removes their events, removes every graph
+    /// contribution of the chunks holding them (descriptions are rebuilt
+    /// from the remaining chunks, entities and relations left without a
+    /// source are deleted, their vectors dropped) and queues what remains
+    /// of those chunks for embedding and (setting) re-extraction on `manage`.
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        let span = tracing::debug_span!("m5.forget", ns = %target.namespace());
+        async {
+            let mut state = self.state.lock().await;
+            let removed = match target {
+                Forget::Namespace(ns) => state.remove(ns).map_or(0, |st| st.events.len()),
+                Forget::Sources {
+                    namespace,
+                    source_ids,
+                } => state.get_mut(namespace).map_or(0, |st| {
+                    st.forget_sources(
+                        source_ids,
+                        self.config.reextract_on_forget,
+                        &*self.services.tokens,
+                    )
+                }),
+            };
+            if let Forget::Sources { namespace, .. } = target {
+                if state.get(namespace).is_some_and(|st| st.events.is_empty()) {
+                    state.remove(namespace);
+                }
+            }
+            self.compute_footprint(&state);
+            Ok(removed)
+        }
+        .instrument(span)
+        .await
+    }
+}
