@@ -7,6 +7,7 @@
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
+//! | `m6` | `raptor`, `tree` | [`submem_raptor::Raptor`] (leaves + GMM-clustered summaries, collapsed-tree read) | `leaf_tokens`, `dims`, `threshold`, `max_clusters`, `bic_sample`, `cluster_tokens`, `depth`, `min_nodes`, `summarizer=llm\|extractive`, `summary_tokens`, `summary_words`, `rebuild_fraction`, `drift_growth`, `dedup`, `fill=true\|false` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -169,6 +170,7 @@ impl Registry {
             "m2" | "bm25" | "sparse" => "m2",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
+            "m6" | "raptor" | "tree" => "m6",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -190,6 +192,7 @@ impl SubstrateFactory for Registry {
             "m2 (bm25, sparse)",
             "m10 (full)",
             "flexa (flexamem)",
+            "m6 (raptor, tree)",
             "nomem (none)",
             "recent (window)",
         ]
@@ -202,6 +205,7 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m6") => crate::registry_raptor::raptor_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -214,6 +218,7 @@ impl SubstrateFactory for Registry {
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some("m6") => crate::registry_raptor::build_raptor(spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -407,7 +412,7 @@ mod tests {
     #[test]
     fn builds_every_known_substrate_with_test_services() {
         let services = submem_core::test_utils::test_services(None);
-        for name in ["m1", "m2", "m10", "flexa", "nomem", "recent"] {
+        for name in ["m1", "m2", "m10", "flexa", "m6", "nomem", "recent"] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();
