@@ -69,14 +69,20 @@ fn session(tag: usize, n: usize) -> Vec<Event> {
 }
 
 fn bench_sizes(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let mut group = c.benchmark_group("m6_update");
-    group.sample_size(10).warm_up_time(Duration::from_millis(200));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200));
     for leaves in [1_000usize, 10_000] {
         let llm = Arc::new(CountingLlm::default());
         // Large enough that criterion's repeated inserts never trip the
         // rebuild rule: the insert path is what is measured.
-        let cfg = RaptorConfig::default().with_rebuild_fraction(10.0).with_drift_growth(1e6);
+        let cfg = RaptorConfig::default()
+            .with_rebuild_fraction(10.0)
+            .with_drift_growth(1e6);
         let m = Raptor::new(test_services(Some(llm.clone() as Arc<dyn Llm>)), cfg).unwrap();
         let ns = Namespace::new("bench").unwrap();
         // Turns of 20–30 words pack three to a 100-token leaf.

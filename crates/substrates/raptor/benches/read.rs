@@ -13,7 +13,9 @@ use submem_core::{Namespace, Query, Resolution, Substrate};
 use submem_raptor::{Raptor, RaptorConfig, SummarizerKind};
 
 fn bench_reads(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let m = Raptor::new(
         test_services(None),
         RaptorConfig::default().with_summarizer(SummarizerKind::Extractive),

@@ -219,7 +219,10 @@ impl Builder<'_> {
                     .iter()
                     .map(|id| tree.nodes[id].embedding.as_slice())
                     .collect();
-                let toks: Vec<usize> = layer.iter().map(|id| tree.nodes[id].tokens as usize).collect();
+                let toks: Vec<usize> = layer
+                    .iter()
+                    .map(|id| tree.nodes[id].tokens as usize)
+                    .collect();
                 cluster_layer(&vecs, &toks, self.cfg)
             };
             if clusters.len() >= layer.len() {

@@ -157,7 +157,10 @@ impl Substrate for Raptor {
                 let mut work = tree.clone();
                 let b = self.builder();
                 changed += b.refresh(&mut work).await.map_err(|e| e.during("manage"))?;
-                changed += b.dedup_top(&mut work).await.map_err(|e| e.during("manage"))?;
+                changed += b
+                    .dedup_top(&mut work)
+                    .await
+                    .map_err(|e| e.during("manage"))?;
                 *tree = work;
             }
             Ok(ManageReport { changed })
@@ -206,7 +209,10 @@ impl Substrate for Raptor {
         check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
         let path = dir.join(STATE_FILE);
         let saved: Saved = read_json(&path)?;
-        let (name, dim) = (self.services.embedder.name(), self.services.embedder.dimension());
+        let (name, dim) = (
+            self.services.embedder.name(),
+            self.services.embedder.dimension(),
+        );
         if saved.embedder != name || saved.dimension != dim {
             return Err(Error::store(
                 &path,

@@ -37,7 +37,10 @@ impl LeafEvent {
         let text = event.render();
         let (label, body) = match event {
             Event::Turn(t) => (t.speaker.clone(), t.text.clone()),
-            Event::Step(s) => (format!("step {} ({})", s.step, s.action), s.observation.clone()),
+            Event::Step(s) => (
+                format!("step {} ({})", s.step, s.action),
+                s.observation.clone(),
+            ),
         };
         LeafEvent {
             source_id: event.source_id().to_string(),
@@ -304,7 +307,11 @@ impl NsTree {
                     + std::mem::size_of::<Node>()) as u64
             })
             .sum::<u64>()
-            + self.by_source.keys().map(|k| k.len() as u64 + 40).sum::<u64>()
+            + self
+                .by_source
+                .keys()
+                .map(|k| k.len() as u64 + 40)
+                .sum::<u64>()
     }
 }
 
@@ -320,7 +327,11 @@ pub fn leaf_text(events: &[LeafEvent]) -> String {
 /// Packs events (oldest first) into leaves of about `leaf_tokens`: an event
 /// joins the open leaf when it belongs to the same session and the leaf stays
 /// within the target; an event larger than the target is a leaf of its own.
-pub fn pack_leaves(events: &[Event], counter: &dyn TokenCounter, leaf_tokens: usize) -> Vec<Vec<LeafEvent>> {
+pub fn pack_leaves(
+    events: &[Event],
+    counter: &dyn TokenCounter,
+    leaf_tokens: usize,
+) -> Vec<Vec<LeafEvent>> {
     let session = |e: &Event| match e {
         Event::Turn(t) => Some(t.session_id.clone()),
         Event::Step(_) => None,
@@ -416,7 +427,10 @@ mod tests {
         assert_eq!(t.forget_sources(&["c".into()], &c), 1);
         assert!(!t.nodes.contains_key(&b));
         assert_eq!(t.nodes[&s1].children, vec![a]);
-        assert_eq!(t.descendant_leaves(root).into_iter().collect::<Vec<_>>(), vec![a]);
+        assert_eq!(
+            t.descendant_leaves(root).into_iter().collect::<Vec<_>>(),
+            vec![a]
+        );
         t.reindex().unwrap();
     }
 }

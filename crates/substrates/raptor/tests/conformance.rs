@@ -33,7 +33,9 @@ async fn m6_passes_conformance_with_a_summarised_tree() {
         .with_min_layer_nodes(3)
         .with_reduce_dims(3);
     run_conformance(
-        move || -> Box<dyn Substrate> { Box::new(Raptor::new(services.clone(), cfg.clone()).unwrap()) },
+        move || -> Box<dyn Substrate> {
+            Box::new(Raptor::new(services.clone(), cfg.clone()).unwrap())
+        },
         tokens,
         ConformanceOptions::default(),
     )

@@ -12,7 +12,10 @@ use submem_raptor::{Raptor, RaptorConfig};
 
 fn services() -> Option<Services> {
     let cfg = submem_models::Config::load(None).ok()?;
-    let llm = cfg.local_llm().map_err(|e| eprintln!("skipping: {e}")).ok()?;
+    let llm = cfg
+        .local_llm()
+        .map_err(|e| eprintln!("skipping: {e}"))
+        .ok()?;
     let embedder = cfg
         .local_embedder()
         .map_err(|e| eprintln!("skipping: {e}"))
@@ -42,10 +45,16 @@ async fn real_models_build_a_tree_and_read_within_budget() {
     .unwrap();
     let ns = Namespace::new("real").unwrap();
     let t = Instant::now();
-    m.write(&ns, &fixture_conversation("a", MARKER_A, 24)).await.unwrap();
+    m.write(&ns, &fixture_conversation("a", MARKER_A, 24))
+        .await
+        .unwrap();
     m.manage().await.unwrap();
     let s = m.stats();
-    eprintln!("levels {:?}, {s:?}, {:.1} s", m.levels(&ns).await, t.elapsed().as_secs_f64());
+    eprintln!(
+        "levels {:?}, {s:?}, {:.1} s",
+        m.levels(&ns).await,
+        t.elapsed().as_secs_f64()
+    );
     assert!(s.llm_summaries + s.rule_summaries >= 1, "{s:?}");
     for b in [128, 512, 4096] {
         let q = Query::question(ns.clone(), "What is the name of my violin teacher?", b)

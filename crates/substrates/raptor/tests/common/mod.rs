@@ -8,10 +8,25 @@ use submem_core::{Event, Llm, Services, Turn};
 use submem_raptor::RaptorConfig;
 
 const TOPICS: &[&[&str]] = &[
-    &["violin", "concert", "orchestra", "teacher", "bow", "strings", "rehearsal", "music"],
-    &["garden", "tomatoes", "soil", "compost", "seeds", "watering", "harvest", "shed"],
-    &["marathon", "running", "shoes", "training", "pace", "race", "miles", "coach"],
-    &["kitchen", "recipe", "lentil", "soup", "oven", "spices", "dinner", "bread"],
+    &[
+        "violin",
+        "concert",
+        "orchestra",
+        "teacher",
+        "bow",
+        "strings",
+        "rehearsal",
+        "music",
+    ],
+    &[
+        "garden", "tomatoes", "soil", "compost", "seeds", "watering", "harvest", "shed",
+    ],
+    &[
+        "marathon", "running", "shoes", "training", "pace", "race", "miles", "coach",
+    ],
+    &[
+        "kitchen", "recipe", "lentil", "soup", "oven", "spices", "dinner", "bread",
+    ],
 ];
 
 /// `sessions` sessions of `turns` turns; turn `t` of session `s` talks about
@@ -31,13 +46,17 @@ pub fn conversation(
             let n = 12 + (t % 5);
             let words: Vec<&str> = (0..n)
                 .map(|_| {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     topic[(seed >> 33) as usize % topic.len()]
                 })
                 .collect();
             let i = out.len();
             let text = match marker {
-                Some((m, at)) if at == i => format!("{} {m} {}.", words[..4].join(" "), words[4..].join(" ")),
+                Some((m, at)) if at == i => {
+                    format!("{} {m} {}.", words[..4].join(" "), words[4..].join(" "))
+                }
                 _ => format!("{}.", words.join(" ")),
             };
             out.push(Event::Turn(Turn {
@@ -52,7 +71,7 @@ pub fn conversation(
     out
 }
 
-/// An LLM whose summary repeats the first 30 words of the text it was given
+/// An LLM whose summary repeats the first 200 words of the text it was given
 /// (so a fact in a cluster shows up in its summary, as with a real model).
 pub fn echo_llm() -> Arc<ScriptedLlm> {
     Arc::new(ScriptedLlm::from_fn(|req| {
@@ -64,7 +83,10 @@ pub fn echo_llm() -> Arc<ScriptedLlm> {
             .trim_end_matches("Summary:");
         Ok(format!(
             "Summary: {}",
-            body.split_whitespace().take(30).collect::<Vec<_>>().join(" ")
+            body.split_whitespace()
+                .take(200)
+                .collect::<Vec<_>>()
+                .join(" ")
         ))
     }))
 }
