@@ -61,6 +61,7 @@ pub mod reader;
 pub mod registry;
 pub mod registry_notes;
 pub mod registry_graph;
+pub mod registry_raptor;
 pub mod report;
 pub mod runner;
 pub mod summary;

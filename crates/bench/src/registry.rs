@@ -12,6 +12,7 @@
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
+//! | `m6` | `raptor`, `tree` | [`submem_raptor::Raptor`] (leaves + GMM-clustered summaries, collapsed-tree read) | `leaf_tokens`, `dims`, `threshold`, `max_clusters`, `bic_sample`, `cluster_tokens`, `depth`, `min_nodes`, `summarizer=llm\|extractive`, `summary_tokens`, `summary_words`, `rebuild_fraction`, `drift_growth`, `dedup`, `fill=true\|false` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -185,6 +186,7 @@ impl Registry {
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "m5" | "graph" | "lightrag" => "m5",
+            "m6" | "raptor" | "tree" => "m6",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -211,6 +213,7 @@ impl SubstrateFactory for Registry {
             "m10 (full)",
             "flexa (flexamem)",
             "m5 (graph, lightrag)",
+            "m6 (raptor, tree)",
             "nomem (none)",
             "recent (window)",
         ]
@@ -228,6 +231,7 @@ impl SubstrateFactory for Registry {
             Some("m3") => gist_config(spec).map(|_| ()),
             Some("m4") => notes_config(spec).map(|_| ()),
             Some("m5") => graph_config(spec).map(|_| ()),
+            Some("m6") => crate::registry_raptor::raptor_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -245,6 +249,7 @@ impl SubstrateFactory for Registry {
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("m3") => Arc::new(GistIndex::new(services, gist_config(spec)?)?),
             Some("m5") => Arc::new(GraphMemory::new(services, graph_config(spec)?)?),
+            Some("m6") => crate::registry_raptor::build_raptor(spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),

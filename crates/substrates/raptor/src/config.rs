@@ -1,0 +1,223 @@
+//! Settings of the RAPTOR tree ([`RaptorConfig`]). Defaults follow the RAPTOR
+//! paper and its public reference where it states a value (leaves of ~100
+//! tokens, 10 reduced dimensions, soft-assignment threshold 0.1, at most 50
+//! clusters per fit, summaries of ~100 tokens); the rest (rebuild rule,
+//! extractive summariser, BIC sampling) are ours, documented field by field.
+
+use serde::{Deserialize, Serialize};
+
+use crate::RaptorError;
+
+/// Who writes the summary of a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarizerKind {
+    /// One LLM call per cluster when an LLM is configured; the extractive
+    /// rule otherwise (and as the fallback when a call fails or echoes the
+    /// prompt).
+    #[default]
+    Llm,
+    /// Always the extractive rule: the most central sentences of the cluster
+    /// (no LLM call in any phase).
+    Extractive,
+}
+
+/// RAPTOR settings. Build with [`RaptorConfig::default`] and the `with_*`
+/// setters; [`RaptorConfig::validate`] checks ranges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RaptorConfig {
+    /// Target tokens of a leaf: consecutive events of one session are packed
+    /// until the next would overflow it (an event longer than this is a leaf
+    /// of its own, never split). RAPTOR: 100.
+    pub leaf_tokens: usize,
+    /// Dimensions the embeddings are reduced to before clustering (PCA in
+    /// place of RAPTOR's UMAP). RAPTOR: 10.
+    pub reduce_dims: usize,
+    /// A node joins every cluster whose GMM responsibility is at least this
+    /// (soft assignment; always at least its most likely one). RAPTOR: 0.1.
+    pub membership_threshold: f64,
+    /// Largest number of mixture components tried per fit. RAPTOR: 50.
+    pub max_clusters: usize,
+    /// BIC is computed on at most this many points (an even stride over the
+    /// layer); the chosen model is then fitted on all of them. Keeps the
+    /// search cheap on 10k-leaf layers.
+    pub bic_sample: usize,
+    /// A cluster whose members hold more tokens than this is clustered again
+    /// on its own (RAPTOR's local re-clustering; its cap is 3,500 for a
+    /// large model, ours is sized for a small local one).
+    pub max_cluster_tokens: usize,
+    /// Most summary levels above the leaves. RAPTOR: 5 layers in its reference.
+    pub max_depth: usize,
+    /// A layer with fewer nodes than this is not clustered further (RAPTOR
+    /// stops when a layer has at most `reduce_dims + 1` nodes).
+    pub min_layer_nodes: usize,
+    /// Who writes summaries.
+    pub summarizer: SummarizerKind,
+    /// Most new tokens asked of one LLM summary. RAPTOR: 100.
+    pub summary_tokens: usize,
+    /// Words at which a summary (LLM or extractive) is cut.
+    pub summary_words: usize,
+    /// Most tokens of member text put into one summary prompt.
+    pub summary_input_tokens: usize,
+    /// Incremental insert gives way to a full rebuild when the leaves added
+    /// since the last full build exceed this share of the leaves it had.
+    pub rebuild_fraction: f64,
+    /// ... or when a level-1 cluster grown by incremental inserts holds more
+    /// than `drift_growth × max_cluster_tokens` tokens.
+    pub drift_growth: f64,
+    /// Top-level summaries at least this similar (cosine) are merged by
+    /// `manage` (dedup).
+    pub dedup_similarity: f32,
+    /// After the query's top-k nodes, keep taking nodes in rank order while
+    /// they fit the allowance ("fill the budget").
+    pub fill_budget: bool,
+    /// Texts per embedding call.
+    pub embed_batch: usize,
+}
+
+impl Default for RaptorConfig {
+    fn default() -> Self {
+        RaptorConfig {
+            leaf_tokens: 100,
+            reduce_dims: 10,
+            membership_threshold: 0.1,
+            max_clusters: 50,
+            bic_sample: 400,
+            max_cluster_tokens: 1500,
+            max_depth: 4,
+            min_layer_nodes: 11,
+            summarizer: SummarizerKind::Llm,
+            summary_tokens: 100,
+            summary_words: 90,
+            summary_input_tokens: 1500,
+            rebuild_fraction: 0.5,
+            drift_growth: 2.0,
+            dedup_similarity: 0.95,
+            fill_budget: true,
+            embed_batch: 64,
+        }
+    }
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident, $field:ident, $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(mut self, v: $ty) -> Self {
+            self.$field = v;
+            self
+        }
+    };
+}
+
+impl RaptorConfig {
+    setter!(
+        /// Sets [`RaptorConfig::leaf_tokens`].
+        with_leaf_tokens, leaf_tokens, usize);
+    setter!(
+        /// Sets [`RaptorConfig::reduce_dims`].
+        with_reduce_dims, reduce_dims, usize);
+    setter!(
+        /// Sets [`RaptorConfig::membership_threshold`].
+        with_membership_threshold, membership_threshold, f64);
+    setter!(
+        /// Sets [`RaptorConfig::max_clusters`].
+        with_max_clusters, max_clusters, usize);
+    setter!(
+        /// Sets [`RaptorConfig::bic_sample`].
+        with_bic_sample, bic_sample, usize);
+    setter!(
+        /// Sets [`RaptorConfig::max_cluster_tokens`].
+        with_max_cluster_tokens, max_cluster_tokens, usize);
+    setter!(
+        /// Sets [`RaptorConfig::max_depth`].
+        with_max_depth, max_depth, usize);
+    setter!(
+        /// Sets [`RaptorConfig::min_layer_nodes`].
+        with_min_layer_nodes, min_layer_nodes, usize);
+    setter!(
+        /// Sets [`RaptorConfig::summarizer`].
+        with_summarizer, summarizer, SummarizerKind);
+    setter!(
+        /// Sets [`RaptorConfig::summary_tokens`].
+        with_summary_tokens, summary_tokens, usize);
+    setter!(
+        /// Sets [`RaptorConfig::summary_words`].
+        with_summary_words, summary_words, usize);
+    setter!(
+        /// Sets [`RaptorConfig::summary_input_tokens`].
+        with_summary_input_tokens, summary_input_tokens, usize);
+    setter!(
+        /// Sets [`RaptorConfig::rebuild_fraction`].
+        with_rebuild_fraction, rebuild_fraction, f64);
+    setter!(
+        /// Sets [`RaptorConfig::drift_growth`].
+        with_drift_growth, drift_growth, f64);
+    setter!(
+        /// Sets [`RaptorConfig::dedup_similarity`].
+        with_dedup_similarity, dedup_similarity, f32);
+    setter!(
+        /// Sets [`RaptorConfig::fill_budget`].
+        with_fill_budget, fill_budget, bool);
+    setter!(
+        /// Sets [`RaptorConfig::embed_batch`].
+        with_embed_batch, embed_batch, usize);
+
+    /// Checks every setting's range.
+    pub fn validate(&self) -> Result<(), RaptorError> {
+        let bad = |m: &str| Err(RaptorError::Config(m.to_string()));
+        if self.leaf_tokens == 0 {
+            return bad("leaf_tokens must be at least 1");
+        }
+        if self.reduce_dims == 0 {
+            return bad("reduce_dims must be at least 1");
+        }
+        if !(self.membership_threshold > 0.0 && self.membership_threshold <= 1.0) {
+            return bad("membership_threshold must be in (0, 1]");
+        }
+        if self.max_clusters == 0 || self.bic_sample < 4 {
+            return bad("max_clusters must be at least 1 and bic_sample at least 4");
+        }
+        if self.max_cluster_tokens == 0 || self.summary_input_tokens == 0 {
+            return bad("max_cluster_tokens and summary_input_tokens must be at least 1");
+        }
+        if self.max_depth == 0 || self.min_layer_nodes < 2 {
+            return bad("max_depth must be at least 1 and min_layer_nodes at least 2");
+        }
+        if self.summary_tokens == 0 || self.summary_words == 0 || self.embed_batch == 0 {
+            return bad("summary_tokens, summary_words and embed_batch must be at least 1");
+        }
+        if !(self.rebuild_fraction.is_finite() && self.rebuild_fraction >= 0.0) {
+            return bad("rebuild_fraction must be finite and >= 0");
+        }
+        if !(self.drift_growth.is_finite() && self.drift_growth >= 1.0) {
+            return bad("drift_growth must be finite and >= 1");
+        }
+        if !(self.dedup_similarity > 0.0 && self.dedup_similarity <= 1.0) {
+            return bad("dedup_similarity must be in (0, 1]");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_ranges_checked() {
+        RaptorConfig::default().validate().unwrap();
+        assert!(RaptorConfig::default()
+            .with_membership_threshold(0.0)
+            .validate()
+            .is_err());
+        assert!(RaptorConfig::default()
+            .with_drift_growth(0.5)
+            .validate()
+            .is_err());
+        assert!(RaptorConfig::default()
+            .with_min_layer_nodes(1)
+            .validate()
+            .is_err());
+    }
+}

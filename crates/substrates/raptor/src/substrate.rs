@@ -1,0 +1,266 @@
+//! The [`Substrate`] implementation of [`Raptor`]: validation, phases,
+//! persistence (one JSON file of every namespace's tree, embeddings
+//! included, tagged with the embedder) and forgetting.
+//!
+//! Every operation that changes a tree works on a copy and swaps it in only
+//! on success, so a failed embedding or model call leaves the memory as it
+//! was.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::{
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Substrate, SubstrateInfo, WriteReport,
+};
+use tracing::Instrument;
+
+use crate::read::collapsed_tree;
+use crate::tree::{leaf_text, pack_leaves, Node, NsTree};
+use crate::{Raptor, FORMAT_VERSION, STATE_FILE, STORE_NAME};
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    embedder: String,
+    dimension: usize,
+    namespaces: Vec<(Namespace, NsTree)>,
+}
+
+fn validate_batch(events: &[Event], existing: Option<&NsTree>) -> Result<()> {
+    let mut seen = HashSet::with_capacity(events.len());
+    for e in events {
+        e.validate()?;
+        let id = e.source_id();
+        if !seen.insert(id) {
+            return Err(Error::InvalidInput(format!(
+                "source id {id:?} appears twice in one write"
+            )));
+        }
+        if existing.is_some_and(|t| t.by_source.contains_key(id)) {
+            return Err(Error::InvalidInput(format!(
+                "source id {id:?} is already stored in this namespace"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Substrate for Raptor {
+    fn info(&self) -> SubstrateInfo {
+        SubstrateInfo {
+            method: MethodId::M6,
+            family: Family::Hierarchical,
+            name: "raptor-tree".into(),
+            needs_llm: self.use_llm,
+            training_free: true,
+        }
+    }
+
+    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
+        let span = tracing::debug_span!("m6.write", ns = %namespace, events = events.len());
+        async {
+            if events.is_empty() {
+                return Ok(WriteReport::default());
+            }
+            let mut trees = self.trees.lock().await;
+            validate_batch(events, trees.get(namespace))?;
+            let leaves = pack_leaves(events, &*self.services.tokens, self.config.leaf_tokens);
+            let texts: Vec<String> = leaves.iter().map(|l| leaf_text(l)).collect();
+            let vecs = self
+                .builder()
+                .embed(&texts)
+                .await
+                .map_err(|e| e.during("write"))?;
+            let tree = trees.entry(namespace.clone()).or_default();
+            let units = leaves.len();
+            for ((leaf_events, text), embedding) in leaves.into_iter().zip(texts).zip(vecs) {
+                let position = tree.next_position;
+                tree.next_position += leaf_events.len() as u64;
+                let tokens = u32::try_from(self.services.tokens.count(&text)).unwrap_or(u32::MAX);
+                let id = tree.add(Node {
+                    level: 0,
+                    text,
+                    tokens,
+                    embedding,
+                    children: Vec::new(),
+                    events: leaf_events,
+                    position,
+                    centroid: Vec::new(),
+                    stale: false,
+                });
+                tree.pending.push(id);
+            }
+            Ok(WriteReport {
+                events: events.len(),
+                units,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn read(&self, query: &Query) -> Result<Recall> {
+        let span = tracing::debug_span!("m6.read", ns = %query.namespace, budget = query.budget);
+        async {
+            query.validate()?;
+            let mut trees = self.trees.lock().await;
+            let Some(tree) = trees.get_mut(&query.namespace) else {
+                return Ok(Recall::empty());
+            };
+            if !tree.pending.is_empty() || tree.has_stale() {
+                let mut work = tree.clone();
+                self.builder()
+                    .refresh(&mut work)
+                    .await
+                    .map_err(|e| e.during("read"))?;
+                *tree = work;
+            }
+            if tree.nodes.is_empty() {
+                return Ok(Recall::empty());
+            }
+            let q = self
+                .builder()
+                .embed(&[query.retrieval_text()])
+                .await
+                .map_err(|e| e.during("read"))?;
+            let q = q.into_iter().next().unwrap_or_default();
+            Ok(collapsed_tree(
+                tree,
+                &q,
+                query.top_k,
+                self.config.fill_budget,
+                query.allowance(),
+                &*self.services.tokens,
+            ))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Brings every tree up to date (incremental insert or full rebuild),
+    /// merges near-duplicate top-level summaries and rewrites stale ones.
+    async fn manage(&self) -> Result<ManageReport> {
+        let span = tracing::debug_span!("m6.manage");
+        async {
+            let mut trees = self.trees.lock().await;
+            let mut names: Vec<Namespace> = trees.keys().cloned().collect();
+            names.sort();
+            let mut changed = 0;
+            for ns in names {
+                let Some(tree) = trees.get_mut(&ns) else {
+                    continue;
+                };
+                let mut work = tree.clone();
+                let b = self.builder();
+                changed += b.refresh(&mut work).await.map_err(|e| e.during("manage"))?;
+                changed += b
+                    .dedup_top(&mut work)
+                    .await
+                    .map_err(|e| e.during("manage"))?;
+                *tree = work;
+            }
+            Ok(ManageReport { changed })
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn footprint(&self) -> Footprint {
+        let mut f = Footprint {
+            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+            ..Footprint::default()
+        };
+        if let Ok(trees) = self.trees.try_lock() {
+            for t in trees.values() {
+                f.memory_bytes += t.memory_bytes();
+                f.stored_tokens += t.stored_tokens();
+                f.input_tokens += t.input_tokens();
+            }
+        }
+        f
+    }
+
+    async fn persist(&self, dir: &Path) -> Result<()> {
+        let saved = {
+            let trees = self.trees.lock().await;
+            let mut namespaces: Vec<(Namespace, NsTree)> =
+                trees.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
+            Saved {
+                embedder: self.services.embedder.name().to_string(),
+                dimension: self.services.embedder.dimension(),
+                namespaces,
+            }
+        };
+        begin_persist(dir)?;
+        let path = dir.join(STATE_FILE);
+        write_json(&path, &saved)?;
+        write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn restore(&self, dir: &Path) -> Result<()> {
+        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+        let path = dir.join(STATE_FILE);
+        let saved: Saved = read_json(&path)?;
+        let (name, dim) = (
+            self.services.embedder.name(),
+            self.services.embedder.dimension(),
+        );
+        if saved.embedder != name || saved.dimension != dim {
+            return Err(Error::store(
+                &path,
+                format!(
+                    "tree was embedded by {} ({} dims); this instance uses {name} ({dim} dims)",
+                    saved.embedder, saved.dimension
+                ),
+            ));
+        }
+        let mut restored = std::collections::HashMap::with_capacity(saved.namespaces.len());
+        for (ns, mut tree) in saved.namespaces {
+            tree.reindex()
+                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
+            if let Some(bad) = tree
+                .nodes
+                .values()
+                .find(|n| !n.embedding.is_empty() && n.embedding.len() != dim)
+            {
+                return Err(Error::store(
+                    &path,
+                    format!("namespace {ns}: a vector has {} dims", bad.embedding.len()),
+                ));
+            }
+            if restored.insert(ns.clone(), tree).is_some() {
+                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
+            }
+        }
+        *self.trees.lock().await = restored;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn forget(&self, target: &Forget) -> Result<usize> {
+        let span = tracing::debug_span!("m6.forget", ns = %target.namespace());
+        async {
+            let mut trees = self.trees.lock().await;
+            Ok(match target {
+                Forget::Namespace(ns) => trees.remove(ns).map_or(0, |t| t.by_source.len()),
+                Forget::Sources {
+                    namespace,
+                    source_ids,
+                } => trees
+                    .get_mut(namespace)
+                    .map_or(0, |t| t.forget_sources(source_ids, &*self.services.tokens)),
+            })
+        }
+        .instrument(span)
+        .await
+    }
+}
