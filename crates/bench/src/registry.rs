@@ -5,6 +5,8 @@
 //! |---|---|---|---|
 //! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch` |
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
+//! | `m7` | `strategies`, `reasoningbank` | [`submem_refine::StrategyBank`] (distilled strategies) | `top_k`, `max_strategies`, `merge_threshold`, `rule_tokens`, `trajectory_tokens` |
+//! | `m8` | `skills`, `memskill` | [`submem_refine::SkillBundles`] (skill bundles) | `bundle_size`, `join_threshold`, `max_bundles`, `merge_threshold`, `rule_tokens` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
@@ -23,6 +25,7 @@ use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
 use submem_kv::{FullContext, FullContextConfig};
 
 use crate::baselines::{NoMemory, RecentWindow};
+use crate::registry_refine;
 use crate::{BenchError, Result};
 
 /// A substrate name with its settings.
@@ -167,6 +170,8 @@ impl Registry {
         Some(match name {
             "m1" | "dense" => "m1",
             "m2" | "bm25" | "sparse" => "m2",
+            "m7" | "strategies" | "reasoningbank" => "m7",
+            "m8" | "skills" | "memskill" => "m8",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
@@ -188,6 +193,8 @@ impl SubstrateFactory for Registry {
         [
             "m1 (dense)",
             "m2 (bm25, sparse)",
+            "m7 (strategies, reasoningbank)",
+            "m8 (skills, memskill)",
             "m10 (full)",
             "flexa (flexamem)",
             "nomem (none)",
@@ -202,6 +209,8 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m7") => registry_refine::strategy_config(spec).map(|_| ()),
+            Some("m8") => registry_refine::skill_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -214,6 +223,7 @@ impl SubstrateFactory for Registry {
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some(c @ ("m7" | "m8")) => registry_refine::build_refine(c, spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -407,7 +417,7 @@ mod tests {
     #[test]
     fn builds_every_known_substrate_with_test_services() {
         let services = submem_core::test_utils::test_services(None);
-        for name in ["m1", "m2", "m10", "flexa", "nomem", "recent"] {
+        for name in ["m1", "m2", "m7", "m8", "m10", "flexa", "nomem", "recent"] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();
