@@ -57,7 +57,8 @@ fn bench_reads(c: &mut Criterion) {
         });
     }
     for events in [400usize, 2000] {
-        let m8 = match SkillBundles::new(services(), SkillConfig::default().with_max_bundles(1024)) {
+        let m8 = match SkillBundles::new(services(), SkillConfig::default().with_max_bundles(1024))
+        {
             Ok(m) => m,
             Err(e) => panic!("{e}"),
         };

@@ -155,7 +155,10 @@ fn strategy_from(v: &serde_json::Map<String, Value>, config: &StrategyConfig) ->
     };
     let title = words(&field(&["title", "name"]), 16);
     let description = words(&field(&["description", "summary"]), 40);
-    let content = words(&field(&["content", "advice", "strategy"]), config.content_words);
+    let content = words(
+        &field(&["content", "advice", "strategy"]),
+        config.content_words,
+    );
     if content.is_empty() && description.is_empty() {
         return None;
     }
@@ -246,7 +249,10 @@ pub fn rule_strategy(
     };
     Strategy {
         title: words(&task, 16),
-        description: format!("A past attempt at this that {verdict} after {} steps.", entries.len()),
+        description: format!(
+            "A past attempt at this that {verdict} after {} steps.",
+            entries.len()
+        ),
         content,
         by_llm: false,
     }
@@ -276,7 +282,10 @@ pub async fn distill_episode(
     let task = episode_task(entries);
     let trajectory = trajectory_text(entries, counter, config.episodes.prompt_trajectory_tokens);
     if judged_by == JudgedBy::None {
-        match llm.complete(&judge_request(&task, &trajectory, config)).await {
+        match llm
+            .complete(&judge_request(&task, &trajectory, config))
+            .await
+        {
             Ok(c) => {
                 outcome = parse_verdict(&c.text);
                 if outcome != Outcome::Unknown {
@@ -317,7 +326,10 @@ mod tests {
     fn verdicts() {
         assert_eq!(parse_verdict("SUCCESS"), Outcome::Success);
         assert_eq!(parse_verdict("Failure."), Outcome::Failure);
-        assert_eq!(parse_verdict("The agent failed, not a success"), Outcome::Failure);
+        assert_eq!(
+            parse_verdict("The agent failed, not a success"),
+            Outcome::Failure
+        );
         assert_eq!(parse_verdict("hmm"), Outcome::Unknown);
     }
 

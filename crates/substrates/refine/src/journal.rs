@@ -129,7 +129,10 @@ impl Journal {
         let mut finished = Vec::new();
         for event in events {
             let key = episode_key(event);
-            let current = self.open_episode().filter(|ep| ep.key == key).map(|ep| ep.id);
+            let current = self
+                .open_episode()
+                .filter(|ep| ep.key == key)
+                .map(|ep| ep.id);
             let id = match current {
                 Some(id) => id,
                 None => {
@@ -305,7 +308,11 @@ pub fn episode_task(entries: &[&Entry]) -> String {
 /// The trajectory as prompt text, at most about `max_tokens` tokens: the head
 /// and the tail are kept and the middle is replaced by `[…]` when it is
 /// longer (the end tells how an episode went; the start sets the scene).
-pub fn trajectory_text(entries: &[&Entry], counter: &dyn TokenCounter, max_tokens: usize) -> String {
+pub fn trajectory_text(
+    entries: &[&Entry],
+    counter: &dyn TokenCounter,
+    max_tokens: usize,
+) -> String {
     let full = entries
         .iter()
         .map(|e| e.event.render())
@@ -350,15 +357,25 @@ mod tests {
         let mut j = Journal::default();
         let c = EpisodeConfig::default();
         let done = j.append(
-            &[step("e1", 1, "Your task is to: put a mug on the desk."), step("e1", 2, "ok")],
+            &[
+                step("e1", 1, "Your task is to: put a mug on the desk."),
+                step("e1", 2, "ok"),
+            ],
             &WhitespaceCounter,
             &c,
         );
         assert!(done.is_empty());
-        let done = j.append(&[step("e2", 1, "x"), step("e2", 2, "You won!")], &WhitespaceCounter, &c);
+        let done = j.append(
+            &[step("e2", 1, "x"), step("e2", 2, "You won!")],
+            &WhitespaceCounter,
+            &c,
+        );
         assert_eq!(done, vec![0, 1]);
         assert_eq!(j.episode(1).and_then(|e| e.signal), Some(Signal::Success));
-        assert_eq!(episode_task(&j.episode_entries(0)), "put a mug on the desk.");
+        assert_eq!(
+            episode_task(&j.episode_entries(0)),
+            "put a mug on the desk."
+        );
         j.append(&[step("e3", 1, "x")], &WhitespaceCounter, &c);
         assert_eq!(j.close_open(), Some(2));
         assert_eq!(j.close_open(), None);

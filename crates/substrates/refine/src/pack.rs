@@ -130,7 +130,11 @@ mod tests {
 
     #[test]
     fn packs_in_rank_order_and_cuts_the_first_when_nothing_fits() {
-        let (r, shown) = pack(&[item(3, "a"), item(9, "b"), item(2, "c")], &WhitespaceCounter, 6);
+        let (r, shown) = pack(
+            &[item(3, "a"), item(9, "b"), item(2, "c")],
+            &WhitespaceCounter,
+            6,
+        );
         assert_eq!(shown, vec![0, 2]);
         assert_eq!(r.tokens, 5);
         let (r, shown) = pack(&[item(10, "a")], &WhitespaceCounter, 4);

@@ -104,7 +104,11 @@ pub fn parse_skill(reply: &str, config: &SkillConfig) -> Option<Skill> {
     if steps.is_empty() && (name.is_empty() || when.is_empty()) {
         return None;
     }
-    let name = if name.is_empty() { "unnamed skill".to_string() } else { name };
+    let name = if name.is_empty() {
+        "unnamed skill".to_string()
+    } else {
+        name
+    };
     Some(Skill {
         text: render(&name, &when, &steps, &pitfalls),
         name,
@@ -132,7 +136,9 @@ pub fn rule_skill(members: &[&Entry], counter: &dyn TokenCounter, config: &Skill
             Event::Step(s) => {
                 if let Some(v) = s.action.split_whitespace().next() {
                     if !v.starts_with('[') {
-                        *verbs.entry(v.trim_end_matches(':').to_lowercase()).or_default() += 1;
+                        *verbs
+                            .entry(v.trim_end_matches(':').to_lowercase())
+                            .or_default() += 1;
                     }
                 }
                 if s.observation.trim() == "Nothing happens." {
@@ -145,7 +151,9 @@ pub fn rule_skill(members: &[&Entry], counter: &dyn TokenCounter, config: &Skill
         for w in text
             .split(|c: char| !c.is_alphanumeric())
             .map(str::to_lowercase)
-            .filter(|w| w.len() > 2 && !STOP.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit()))
+            .filter(|w| {
+                w.len() > 2 && !STOP.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit())
+            })
         {
             *words.entry(w).or_default() += 1;
         }
@@ -156,7 +164,10 @@ pub fn rule_skill(members: &[&Entry], counter: &dyn TokenCounter, config: &Skill
     let top = |m: &HashMap<String, usize>, n: usize| {
         let mut v: Vec<(&String, &usize)> = m.iter().collect();
         v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        v.into_iter().take(n).map(|(w, _)| w.clone()).collect::<Vec<_>>()
+        v.into_iter()
+            .take(n)
+            .map(|(w, _)| w.clone())
+            .collect::<Vec<_>>()
     };
     let name = if verbs.is_empty() {
         top(&words, 3).join(", ")
@@ -211,7 +222,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.name, "Find objects");
-        assert!(s.text.contains("Steps: 1. go to each receptacle; 2. open closed ones"), "{}", s.text);
+        assert!(
+            s.text
+                .contains("Steps: 1. go to each receptacle; 2. open closed ones"),
+            "{}",
+            s.text
+        );
         assert!(s.text.contains("Pitfalls: skipping drawers"));
         assert!(parse_skill("{\"name\": \"x\"}", &c).is_none());
         assert!(parse_skill("nothing", &c).is_none());

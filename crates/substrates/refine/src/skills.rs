@@ -80,7 +80,11 @@ impl Space {
         let Some(b) = self.bundles.get(&id) else {
             return;
         };
-        let dim = self.experiences.values().next().map_or(0, |e| e.vector.len());
+        let dim = self
+            .experiences
+            .values()
+            .next()
+            .map_or(0, |e| e.vector.len());
         let mut c = vec![0.0f32; dim];
         for m in &b.members {
             if let Some(e) = self.experiences.get(m) {
@@ -109,7 +113,11 @@ impl Space {
                 .get(e.event.source_id())
                 .map_or(-1.0, |x| cosine(&x.vector, &b.centroid))
         };
-        nearest.sort_by(|a, b| score(b).total_cmp(&score(a)).then(a.position.cmp(&b.position)));
+        nearest.sort_by(|a, b| {
+            score(b)
+                .total_cmp(&score(a))
+                .then(a.position.cmp(&b.position))
+        });
         (in_time, nearest)
     }
 
@@ -192,7 +200,10 @@ impl SkillBundles {
         })
     }
 
-    fn read_lock(&self, op: &'static str) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
+    fn read_lock(
+        &self,
+        op: &'static str,
+    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
         self.spaces
             .read()
             .map_err(|_| RefineError::Poisoned.into_core(METHOD, op))
@@ -214,7 +225,12 @@ impl SkillBundles {
     }
 
     /// Writes skills for `jobs` of `ns`; returns how many were stored.
-    async fn write_skills(&self, ns: &Namespace, jobs: Vec<Job>, op: &'static str) -> Result<usize> {
+    async fn write_skills(
+        &self,
+        ns: &Namespace,
+        jobs: Vec<Job>,
+        op: &'static str,
+    ) -> Result<usize> {
         let mut written = 0;
         for (id, members, in_time, nearest) in jobs {
             let in_time: Vec<&Entry> = in_time.iter().collect();
@@ -286,7 +302,13 @@ impl Substrate for SkillBundles {
                         if let Some(bundle) = space.bundles.get_mut(&b) {
                             bundle.members.push(id.clone());
                         }
-                        space.experiences.insert(id, Experience { vector: v, bundle: Some(b) });
+                        space.experiences.insert(
+                            id,
+                            Experience {
+                                vector: v,
+                                bundle: Some(b),
+                            },
+                        );
                         touched.insert(b);
                     }
                     _ => loose.push((id, v)),
@@ -319,7 +341,13 @@ impl Substrate for SkillBundles {
                 if let Some(bundle) = space.bundles.get_mut(&b) {
                     bundle.members.push(id.clone());
                 }
-                space.experiences.insert(id, Experience { vector: v, bundle: Some(b) });
+                space.experiences.insert(
+                    id,
+                    Experience {
+                        vector: v,
+                        bundle: Some(b),
+                    },
+                );
             }
             let growth = 1.0 + self.config.rewrite_growth;
             let mut ids: Vec<u64> = (first_new..space.next_bundle).collect();
@@ -334,7 +362,9 @@ impl Substrate for SkillBundles {
                     x.skill.is_none() || x.members.len() as f32 >= x.written_size as f32 * growth
                 })
             }));
-            ids.into_iter().filter_map(|b| Self::job(space, b)).collect::<Vec<_>>()
+            ids.into_iter()
+                .filter_map(|b| Self::job(space, b))
+                .collect::<Vec<_>>()
         };
         let units = self.write_skills(namespace, jobs, "write").await?;
         Ok(WriteReport {
@@ -368,7 +398,10 @@ impl Substrate for SkillBundles {
                 .filter(|(_, b)| b.skill.is_some())
                 .map(|(id, b)| (*id, b))
                 .collect();
-            let centroids: Vec<&[f32]> = with_skill.iter().map(|(_, b)| b.centroid.as_slice()).collect();
+            let centroids: Vec<&[f32]> = with_skill
+                .iter()
+                .map(|(_, b)| b.centroid.as_slice())
+                .collect();
             rank_by_cosine(qv, &centroids)
                 .into_iter()
                 .filter_map(|(i, score)| {
@@ -412,7 +445,10 @@ impl Substrate for SkillBundles {
                     .filter(|(_, b)| b.stale || b.skill.is_none())
                     .map(|(id, _)| *id)
                     .collect();
-                let jobs: Vec<Job> = stale.into_iter().filter_map(|b| Self::job(space, b)).collect();
+                let jobs: Vec<Job> = stale
+                    .into_iter()
+                    .filter_map(|b| Self::job(space, b))
+                    .collect();
                 if !jobs.is_empty() {
                     work.push((ns.clone(), jobs));
                 }
@@ -481,7 +517,12 @@ impl Substrate for SkillBundles {
         check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
         let path = dir.join(STATE_FILE);
         let saved: Saved = read_json(&path)?;
-        crate::check_embedder(&path, &saved.embedder, saved.dimension, &*self.services.embedder)?;
+        crate::check_embedder(
+            &path,
+            &saved.embedder,
+            saved.dimension,
+            &*self.services.embedder,
+        )?;
         let mut restored = HashMap::with_capacity(saved.namespaces.len());
         for (ns, mut space) in saved.namespaces {
             space
@@ -576,7 +617,8 @@ fn shrink(space: &mut Space, config: &SkillConfig) -> usize {
                         .map(|e| (e.event.source_id().to_string(), e.position))
                         .collect();
                     if let Some(keep) = space.bundles.get_mut(&a) {
-                        keep.members.sort_by_key(|m| order.get(m).copied().unwrap_or(u64::MAX));
+                        keep.members
+                            .sort_by_key(|m| order.get(m).copied().unwrap_or(u64::MAX));
                     }
                     space.recentre(a);
                 }

@@ -172,7 +172,10 @@ impl StrategyBank {
             .collect()
     }
 
-    fn read_lock(&self, op: &'static str) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
+    fn read_lock(
+        &self,
+        op: &'static str,
+    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
         self.spaces
             .read()
             .map_err(|_| RefineError::Poisoned.into_core(METHOD, op))
@@ -198,8 +201,12 @@ impl StrategyBank {
                 .filter(|id| space.pending.contains(*id))
                 .filter_map(|&id| {
                     let ep = space.journal.episode(id)?;
-                    let entries: Vec<Entry> =
-                        space.journal.episode_entries(id).into_iter().cloned().collect();
+                    let entries: Vec<Entry> = space
+                        .journal
+                        .episode_entries(id)
+                        .into_iter()
+                        .cloned()
+                        .collect();
                     (!ep.open && !entries.is_empty()).then_some((id, entries, ep.signal))
                 })
                 .collect()
@@ -221,7 +228,10 @@ impl StrategyBank {
                 .iter()
                 .map(|t| u32::try_from(self.services.tokens.count(t)).unwrap_or(u32::MAX))
                 .collect();
-            let sources: Vec<String> = entries.iter().map(|e| e.event.source_id().to_string()).collect();
+            let sources: Vec<String> = entries
+                .iter()
+                .map(|e| e.event.source_id().to_string())
+                .collect();
             let mut spaces = self.write_lock(op)?;
             let Some(space) = spaces.get_mut(ns) else {
                 continue;
@@ -277,11 +287,10 @@ impl Substrate for StrategyBank {
             let mut spaces = self.write_lock("write")?;
             let space = spaces.entry(namespace.clone()).or_default();
             space.journal.validate(events)?;
-            let finished = space.journal.append(
-                events,
-                &*self.services.tokens,
-                &self.config.episodes,
-            );
+            let finished =
+                space
+                    .journal
+                    .append(events, &*self.services.tokens, &self.config.episodes);
             space.pending.extend(finished.iter().copied());
             finished
         };
@@ -322,7 +331,13 @@ impl Substrate for StrategyBank {
                 .filter_map(|(i, score)| {
                     let entry = &space.bank[i];
                     let (ep, k) = entry.members[0];
-                    let text = space.archive.get(&ep)?.distilled.strategies.get(k)?.render();
+                    let text = space
+                        .archive
+                        .get(&ep)?
+                        .distilled
+                        .strategies
+                        .get(k)?
+                        .render();
                     let mut seen = HashSet::new();
                     let sources = entry
                         .members
@@ -425,7 +440,12 @@ impl Substrate for StrategyBank {
         check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
         let path = dir.join(STATE_FILE);
         let saved: Saved = read_json(&path)?;
-        crate::check_embedder(&path, &saved.embedder, saved.dimension, &*self.services.embedder)?;
+        crate::check_embedder(
+            &path,
+            &saved.embedder,
+            saved.dimension,
+            &*self.services.embedder,
+        )?;
         let mut restored = HashMap::with_capacity(saved.namespaces.len());
         for (ns, mut space) in saved.namespaces {
             space

@@ -42,7 +42,11 @@ async fn one_judge_and_one_distill_call_per_finished_episode_counted_by_phase() 
     let snap = meter.snapshot();
     assert_eq!(snap.manage.llm_calls, 2, "manage finishes e3");
     let prompts: Vec<String> = llm.requests().iter().map(last_user).collect();
-    assert!(prompts[0].contains("Task: put a mug in the fridge."), "{}", prompts[0]);
+    assert!(
+        prompts[0].contains("Task: put a mug in the fridge."),
+        "{}",
+        prompts[0]
+    );
     assert!(prompts[1].contains("Outcome: success"));
     let fp = m.footprint();
     assert!(fp.stored_tokens > fp.input_tokens && fp.memory_bytes > 0);
@@ -54,21 +58,38 @@ async fn environment_signal_replaces_the_judge_and_failures_are_distilled() {
     let m = bank(Some(llm.clone()), StrategyConfig::default());
     let won = episode("w", "open the safe.", &[("open safe 1", "You won!")]);
     m.write(&ns("agent"), &won).await.unwrap();
-    assert_eq!(llm.requests().len(), 1, "only the distill call: the environment judged");
-    let failed = episode("f", "turn on the lamp.", &[("use lamp 1", "Nothing happens.")]);
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "only the distill call: the environment judged"
+    );
+    let failed = episode(
+        "f",
+        "turn on the lamp.",
+        &[("use lamp 1", "Nothing happens.")],
+    );
     m.write(&ns("agent"), &failed).await.unwrap();
     m.manage().await.unwrap();
     let distill_prompt = last_user(&llm.requests()[2]);
-    assert!(distill_prompt.contains("Outcome: failure"), "{distill_prompt}");
-    let outcomes: Vec<Outcome> = m.strategies(&ns("agent")).into_iter().map(|s| s.1).collect();
+    assert!(
+        distill_prompt.contains("Outcome: failure"),
+        "{distill_prompt}"
+    );
+    let outcomes: Vec<Outcome> = m
+        .strategies(&ns("agent"))
+        .into_iter()
+        .map(|s| s.1)
+        .collect();
     assert_eq!(outcomes, vec![Outcome::Success, Outcome::Failure]);
 }
 
 #[tokio::test]
 async fn bad_replies_and_failing_or_missing_llms_fall_back_to_the_rule_strategy() {
     for llm in [
-        Some(Arc::new(ScriptedLlm::new(vec!["maybe".into(), "no json at all".into()]))
-            as Arc<dyn submem_core::Llm>),
+        Some(Arc::new(ScriptedLlm::new(vec![
+            "maybe".into(),
+            "no json at all".into(),
+        ])) as Arc<dyn submem_core::Llm>),
         Some(Arc::new(FailingLlm) as Arc<dyn submem_core::Llm>),
         None,
     ] {
@@ -82,7 +103,9 @@ async fn bad_replies_and_failing_or_missing_llms_fall_back_to_the_rule_strategy(
         assert!(!s[0].0.by_llm);
         assert_eq!(s[0].0.title, "put a mug in the fridge.");
         assert!(
-            s[0].0.content.contains("go to countertop 1 -> take mug 1 from countertop 1"),
+            s[0].0
+                .content
+                .contains("go to countertop 1 -> take mug 1 from countertop 1"),
             "{}",
             s[0].0.content
         );
@@ -96,17 +119,34 @@ async fn a_new_task_reads_the_top_strategy_from_training_episodes() {
     training.extend(lamp_episode("train2"));
     m.write(&ns("agent"), &training).await.unwrap();
     m.manage().await.unwrap();
-    let r = m.read(&new_task_query("put a mug in the fridge.")).await.unwrap();
-    assert!(r.text.contains("How to put a mug in the fridge."), "{}", r.text);
-    assert!(!r.text.contains("desklamp"), "top-1 shows one strategy: {}", r.text);
+    let r = m
+        .read(&new_task_query("put a mug in the fridge."))
+        .await
+        .unwrap();
+    assert!(
+        r.text.contains("How to put a mug in the fridge."),
+        "{}",
+        r.text
+    );
+    assert!(
+        !r.text.contains("desklamp"),
+        "top-1 shows one strategy: {}",
+        r.text
+    );
     assert!(r.source_ids().all(|s| s.starts_with("train1:")));
-    let r = m.read(&new_task_query("look at the book under the desklamp.")).await.unwrap();
+    let r = m
+        .read(&new_task_query("look at the book under the desklamp."))
+        .await
+        .unwrap();
     assert!(r.text.contains("desklamp"), "{}", r.text);
     // top_k = 2 shows both, most relevant first; a query's own k can lower it.
     let m2 = bank(Some(scripted()), StrategyConfig::default().with_top_k(2));
     m2.write(&ns("agent"), &training).await.unwrap();
     m2.manage().await.unwrap();
-    let r = m2.read(&new_task_query("look at the book under the desklamp.")).await.unwrap();
+    let r = m2
+        .read(&new_task_query("look at the book under the desklamp."))
+        .await
+        .unwrap();
     let lamp = r.text.find("desklamp").unwrap();
     let mug = r.text.find("mug").unwrap();
     assert!(lamp < mug, "{}", r.text);
@@ -147,9 +187,17 @@ async fn manage_merges_near_duplicates_and_keeps_every_source() {
     .await
     .unwrap();
     let r = m.read(&new_task_query("anything")).await.unwrap();
-    assert!(r.source_ids().all(|s| s.starts_with("e1:")), "{:?}", r.sources);
+    assert!(
+        r.source_ids().all(|s| s.starts_with("e1:")),
+        "{:?}",
+        r.sources
+    );
     m.manage().await.unwrap();
-    assert_eq!(m.strategies(&ns("agent")).len(), 1, "re-derived and merged again");
+    assert_eq!(
+        m.strategies(&ns("agent")).len(),
+        1,
+        "re-derived and merged again"
+    );
     let r = m.read(&new_task_query("anything")).await.unwrap();
     assert!(r.source_ids().any(|s| s == "e2:2") && r.source_ids().all(|s| s != "e2:3"));
 }
@@ -161,12 +209,23 @@ async fn forgetting_a_step_drops_its_strategy_and_rederives_without_it() {
     let events = episode(
         "s",
         "put a mug in the fridge.",
-        &[("go to drawer 1", "Inside is a note saying secret-zanzibarite."), ("go to fridge 1", "ok")],
+        &[
+            (
+                "go to drawer 1",
+                "Inside is a note saying secret-zanzibarite.",
+            ),
+            ("go to fridge 1", "ok"),
+        ],
     );
     m.write(&ns("agent"), &events).await.unwrap();
     m.manage().await.unwrap();
     let q = new_task_query("put a mug in the fridge.");
-    assert!(m.read(&q).await.unwrap().text.contains("secret-zanzibarite"));
+    assert!(m
+        .read(&q)
+        .await
+        .unwrap()
+        .text
+        .contains("secret-zanzibarite"));
     let n = m
         .forget(&Forget::Sources {
             namespace: ns("agent"),
@@ -176,11 +235,23 @@ async fn forgetting_a_step_drops_its_strategy_and_rederives_without_it() {
         .unwrap();
     assert_eq!(n, 1);
     let r = m.read(&q).await.unwrap();
-    assert!(r.text.is_empty(), "strategy of the touched episode dropped at once: {}", r.text);
+    assert!(
+        r.text.is_empty(),
+        "strategy of the touched episode dropped at once: {}",
+        r.text
+    );
     let calls = llm.requests().len();
     m.manage().await.unwrap();
-    assert_eq!(llm.requests().len(), calls + 2, "re-judged and re-distilled");
-    assert!(llm.requests().iter().skip(calls).all(|r| !last_user(r).contains("secret")));
+    assert_eq!(
+        llm.requests().len(),
+        calls + 2,
+        "re-judged and re-distilled"
+    );
+    assert!(llm
+        .requests()
+        .iter()
+        .skip(calls)
+        .all(|r| !last_user(r).contains("secret")));
     let r = m.read(&q).await.unwrap();
     assert!(r.text.contains("How to put a mug"), "{}", r.text);
     assert!(!r.text.contains("secret-zanzibarite"));
@@ -244,12 +315,21 @@ async fn restore_in_a_new_process_gives_the_same_recall() {
     let expected = serde_json::to_string(&m.read(&process_query()).await.unwrap()).unwrap();
     assert!(expected.contains("How to put a mug"));
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child_process_restores_and_reads", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "child_process_restores_and_reads",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = stdout
         .lines()
         .find_map(|l| l.split_once(CHILD_MARK).map(|(_, rest)| rest))

@@ -34,11 +34,20 @@ pub fn mug_episode(id: &str) -> Vec<Event> {
         id,
         "put a mug in the fridge.",
         &[
-            ("go to countertop 1", "On the countertop 1, you see a mug 1."),
-            ("take mug 1 from countertop 1", "You pick up the mug 1 from the countertop 1."),
+            (
+                "go to countertop 1",
+                "On the countertop 1, you see a mug 1.",
+            ),
+            (
+                "take mug 1 from countertop 1",
+                "You pick up the mug 1 from the countertop 1.",
+            ),
             ("go to fridge 1", "The fridge 1 is closed."),
             ("open fridge 1", "You open the fridge 1."),
-            ("put mug 1 in/on fridge 1", "You put the mug 1 in/on the fridge 1."),
+            (
+                "put mug 1 in/on fridge 1",
+                "You put the mug 1 in/on the fridge 1.",
+            ),
         ],
     )
 }
@@ -48,15 +57,24 @@ pub fn lamp_episode(id: &str) -> Vec<Event> {
         id,
         "look at the book under the desklamp.",
         &[
-            ("go to desk 1", "On the desk 1, you see a book 2 and a desklamp 1."),
-            ("take book 2 from desk 1", "You pick up the book 2 from the desk 1."),
+            (
+                "go to desk 1",
+                "On the desk 1, you see a book 2 and a desklamp 1.",
+            ),
+            (
+                "take book 2 from desk 1",
+                "You pick up the book 2 from the desk 1.",
+            ),
             ("use desklamp 1", "You turn on the desklamp 1."),
         ],
     )
 }
 
 pub fn last_user(r: &ChatRequest) -> String {
-    r.messages.last().map(|m| m.content.clone()).unwrap_or_default()
+    r.messages
+        .last()
+        .map(|m| m.content.clone())
+        .unwrap_or_default()
 }
 
 /// The task line of a prompt.
@@ -82,7 +100,12 @@ pub fn scripted() -> Arc<ScriptedLlm> {
             .trim_end_matches('.')
             .to_string();
         Ok(if system.contains("judge") {
-            if user.contains("Nothing happens") { "FAILURE" } else { "SUCCESS" }.to_string()
+            if user.contains("Nothing happens") {
+                "FAILURE"
+            } else {
+                "SUCCESS"
+            }
+            .to_string()
         } else if system.contains("strategies") {
             let task = task_of(&user);
             format!(
