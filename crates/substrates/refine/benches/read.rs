@@ -1,3 +1,4 @@
+#![allow(missing_docs)]
 //! Read latency of M7 (dense top-1 over distilled strategies) and M8 (rank
 //! and prefill every skill bundle), rule-written from seeded synthetic
 //! sessions (one episode per session), a 384-d hashing embedder (so the
