@@ -62,6 +62,7 @@ pub mod registry;
 pub mod registry_notes;
 pub mod registry_graph;
 pub mod registry_raptor;
+mod registry_refine;
 pub mod report;
 pub mod runner;
 pub mod summary;

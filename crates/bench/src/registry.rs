@@ -9,6 +9,8 @@
 //! | `m2-fill` | `bm25-fill`, `sparse-fill` | M2 showing ranked turns until the budget is spent | as `m2` |
 //! | `m3` | `gist`, `readagent` | [`submem_gist::GistIndex`] (rule gists and BM25 selection without a memory LLM) | `page_tokens`, `tiny_session_tokens`, `gist_words`, `max_expand`, `select_prompt_tokens`, `llm_select=true\|false`, `dedup_jaccard` |
 //! | `m4` | `notes`, `amem`, `a-mem` | [`submem_notes::EvolvingNotes`] (A-Mem) | `k`, `links`, `expand`, `evolve` (cosine threshold), `evolve_neighbours`, `render=topk\|fit`, `fit_pool`, `e` |
+//! | `m7` | `strategies`, `reasoningbank` | [`submem_refine::StrategyBank`] (distilled strategies) | `top_k`, `max_strategies`, `merge_threshold`, `rule_tokens`, `trajectory_tokens` |
+//! | `m8` | `skills`, `memskill` | [`submem_refine::SkillBundles`] (skill bundles) | `bundle_size`, `join_threshold`, `max_bundles`, `merge_threshold`, `rule_tokens` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
@@ -34,6 +36,7 @@ use crate::registry_notes::notes_config;
 use submem_graph::GraphMemory;
 
 use crate::registry_graph::graph_config;
+use crate::registry_refine;
 use crate::{BenchError, Result};
 use submem_notes::EvolvingNotes;
 
@@ -183,6 +186,8 @@ impl Registry {
             "m2-fill" | "bm25-fill" | "sparse-fill" => "m2-fill",
             "m3" | "gist" | "readagent" => "m3",
             "m4" | "notes" | "amem" | "a-mem" => "m4",
+            "m7" | "strategies" | "reasoningbank" => "m7",
+            "m8" | "skills" | "memskill" => "m8",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "m5" | "graph" | "lightrag" => "m5",
@@ -210,6 +215,8 @@ impl SubstrateFactory for Registry {
             "m2-fill (bm25-fill, sparse-fill)",
             "m3 (gist, readagent)",
             "m4 (notes, amem, a-mem)",
+            "m7 (strategies, reasoningbank)",
+            "m8 (skills, memskill)",
             "m10 (full)",
             "flexa (flexamem)",
             "m5 (graph, lightrag)",
@@ -232,6 +239,8 @@ impl SubstrateFactory for Registry {
             Some("m4") => notes_config(spec).map(|_| ()),
             Some("m5") => graph_config(spec).map(|_| ()),
             Some("m6") => crate::registry_raptor::raptor_config(spec).map(|_| ()),
+            Some("m7") => registry_refine::strategy_config(spec).map(|_| ()),
+            Some("m8") => registry_refine::skill_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -250,6 +259,7 @@ impl SubstrateFactory for Registry {
             Some("m3") => Arc::new(GistIndex::new(services, gist_config(spec)?)?),
             Some("m5") => Arc::new(GraphMemory::new(services, graph_config(spec)?)?),
             Some("m6") => crate::registry_raptor::build_raptor(spec, services)?,
+            Some(c @ ("m7" | "m8")) => registry_refine::build_refine(c, spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),

@@ -6,6 +6,15 @@
 //! answers are judged when a judge is set. Every finished item is appended to
 //! `items.jsonl` at once, so a killed run resumes where it stopped.
 //!
+//! `train_episodes` (cross-episode regime, for refined-experience memories
+//! such as M7/M8): the first N conversations of the run are *training*
+//! episodes. They are asked nothing; their histories are written, in dataset
+//! order, into every later conversation's namespace before that
+//! conversation's own history, so each test episode's questions are read
+//! from a memory built from the training episodes plus its own. Write costs
+//! and footprints then include the training writes (paid again per test
+//! conversation, since every conversation gets a fresh instance).
+//!
 //! `limit` caps questions **per conversation** (the first N in dataset order);
 //! `reader_sample` caps how many questions the reader answers **in total**
 //! (the first N answerable questions in dataset order, the same ones for every
@@ -59,6 +68,9 @@ pub struct RunOptions {
     pub limit: Option<usize>,
     /// Conversations (first N).
     pub conversations: Option<usize>,
+    /// The first N conversations are training episodes written before every
+    /// later one (see the module docs); `None` runs each conversation alone.
+    pub train_episodes: Option<usize>,
     /// Questions the reader answers in total (first N answerable).
     pub reader_sample: Option<usize>,
     /// Substrate × conversation tasks run at once.
@@ -85,6 +97,7 @@ impl Default for RunOptions {
             ks: vec![10],
             limit: None,
             conversations: None,
+            train_episodes: None,
             reader_sample: None,
             jobs: 1,
             out: PathBuf::from("bench-out"),
@@ -115,6 +128,11 @@ impl RunOptions {
         }
         if self.ks.contains(&0) {
             return Err(BenchError::InvalidOption("k must be at least 1".into()));
+        }
+        if self.train_episodes == Some(0) {
+            return Err(BenchError::InvalidOption(
+                "train_episodes must be at least 1 (omit it to run conversations alone)".into(),
+            ));
         }
         if self.jobs == 0 {
             return Err(BenchError::InvalidOption("jobs must be at least 1".into()));
@@ -172,6 +190,7 @@ impl Llm for Counting {
 
 struct Ctx {
     dataset: Arc<Dataset>,
+    train: Vec<Conversation>,
     factory: Arc<dyn SubstrateFactory>,
     models: Arc<Models>,
     opts: RunOptions,
@@ -245,12 +264,22 @@ pub async fn run(
         })
         .collect();
 
-    let conversations: Vec<Conversation> = dataset
+    let mut conversations: Vec<Conversation> = dataset
         .conversations
         .iter()
         .take(opts.conversations.unwrap_or(usize::MAX))
         .cloned()
         .collect();
+    let train: Vec<Conversation> = match opts.train_episodes {
+        Some(n) if n >= conversations.len() => {
+            return Err(BenchError::InvalidOption(format!(
+                "train_episodes {n} leaves no test conversation (the run has {})",
+                conversations.len()
+            )))
+        }
+        Some(n) => conversations.drain(..n).collect(),
+        None => Vec::new(),
+    };
     let sample = match (&models.reader, opts.reader_sample) {
         (Some(_), Some(n)) => Some(
             conversations
@@ -283,6 +312,7 @@ pub async fn run(
     }
     let ctx = Arc::new(Ctx {
         dataset: dataset.clone(),
+        train,
         factory,
         models,
         opts: opts.clone(),
@@ -443,7 +473,8 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
     let mut samples = Vec::new();
     let mut events = 0usize;
     let mut write_seconds = 0.0;
-    for batch in conv.history.batches() {
+    let training = ctx.train.iter().flat_map(|c| c.history.batches());
+    for batch in training.chain(conv.history.batches()) {
         if batch.is_empty() {
             continue;
         }

@@ -80,6 +80,11 @@ pub struct BenchArgs {
     /// Conversations (the first N).
     #[arg(long)]
     pub conversations: Option<usize>,
+    /// Cross-episode regime: the first N conversations (after --conversations) are training
+    /// episodes, asked nothing and written into every later conversation's memory before its own
+    /// history (for M7/M8, whose strategies and skills pay off on a new episode).
+    #[arg(long, value_name = "N")]
+    pub train_episodes: Option<usize>,
     /// Substrate × conversation tasks run at once.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
@@ -274,6 +279,7 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         ks: args.k.clone(),
         limit: args.limit,
         conversations: args.conversations,
+        train_episodes: args.train_episodes,
         reader_sample,
         jobs: args.jobs,
         out: out.clone(),
@@ -298,6 +304,7 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         "reader_sample": reader_sample,
         "limit": args.limit,
         "conversations": args.conversations,
+        "train_episodes": args.train_episodes,
         "seed": args.seed,
     });
     std::fs::write(
