@@ -6,6 +6,7 @@
 //! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch` |
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
+//! | `m11` | `epicache`, `episodes` | [`submem_kv::EpiCache`] (k-means episodes, 25 % kept; KV caches prefilled with the memory LLM when it is local, and served as the recall's reader) | `k` (episodes), `segment`, `keep`, `kv_cache=true\|false`, `runs` |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
@@ -20,7 +21,9 @@ use std::sync::Arc;
 use submem_core::{Services, Substrate};
 use submem_flat::{DenseConfig, DenseMemory, SparseConfig, SparseMemory};
 use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
-use submem_kv::{FullContext, FullContextConfig};
+use submem_kv::{EpiCache, FullContext, FullContextConfig};
+
+use crate::registry_kv::epicache_config;
 
 use crate::baselines::{NoMemory, RecentWindow};
 use crate::{BenchError, Result};
@@ -168,6 +171,7 @@ impl Registry {
             "m1" | "dense" => "m1",
             "m2" | "bm25" | "sparse" => "m2",
             "m10" | "full" | "full-context" => "m10",
+            "m11" | "epicache" | "episodes" => "m11",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
@@ -189,6 +193,7 @@ impl SubstrateFactory for Registry {
             "m1 (dense)",
             "m2 (bm25, sparse)",
             "m10 (full)",
+            "m11 (epicache, episodes)",
             "flexa (flexamem)",
             "nomem (none)",
             "recent (window)",
@@ -202,6 +207,7 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m11") => epicache_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -214,6 +220,7 @@ impl SubstrateFactory for Registry {
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some("m11") => Arc::new(EpiCache::new(services, epicache_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -402,12 +409,18 @@ mod tests {
         assert!(Registry
             .check(&SubstrateSpec::parse("m10:x=1").unwrap())
             .is_err());
+        let c = epicache_config(&SubstrateSpec::parse("epicache:k=6,keep=0.5").unwrap()).unwrap();
+        assert_eq!((c.episodes, c.keep_ratio), (6, 0.5));
+        assert_eq!(c.reader_head.memory_intro, crate::reader::MEMORY_INTRO);
+        assert!(Registry
+            .check(&SubstrateSpec::parse("episodes:keep=2").unwrap())
+            .is_err());
     }
 
     #[test]
     fn builds_every_known_substrate_with_test_services() {
         let services = submem_core::test_utils::test_services(None);
-        for name in ["m1", "m2", "m10", "flexa", "nomem", "recent"] {
+        for name in ["m1", "m2", "m10", "m11", "flexa", "nomem", "recent"] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();
