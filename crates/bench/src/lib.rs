@@ -63,6 +63,7 @@ pub mod registry_notes;
 pub mod registry_graph;
 pub mod registry_raptor;
 mod registry_refine;
+mod registry_kv;
 pub mod report;
 pub mod runner;
 pub mod summary;

@@ -26,10 +26,15 @@ use crate::{BenchError, Result};
 /// Tokens allowed for chat-template markers around the two messages.
 pub const CHAT_FRAMING_TOKENS: usize = 12;
 
-const READER_SYSTEM: &str =
+/// The reader's system message.
+pub const READER_SYSTEM: &str =
     "You answer questions from a memory of earlier conversations or agent steps. \
 Use only the memory. Reply with a short answer of a few words, without explanation. \
 If the memory does not contain the answer, reply: I don't know.";
+
+/// What the reader's user message starts with, right before the memory
+/// block (M11 prefills its episode caches under this head).
+pub const MEMORY_INTRO: &str = "Memory:\n";
 
 /// Reader settings.
 #[derive(Debug, Clone)]
@@ -49,7 +54,7 @@ impl Default for ReaderSettings {
 /// The reader's messages for `question` with `memory`.
 pub fn reader_messages(question: &Question, memory: &str) -> Vec<ChatMessage> {
     let mut user = String::with_capacity(memory.len() + 256);
-    user.push_str("Memory:\n");
+    user.push_str(MEMORY_INTRO);
     user.push_str(memory);
     user.push_str("\n\n");
     if let Some(newest) = &question.newest {

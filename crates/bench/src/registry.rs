@@ -15,6 +15,7 @@
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
 //! | `m6` | `raptor`, `tree` | [`submem_raptor::Raptor`] (leaves + GMM-clustered summaries, collapsed-tree read) | `leaf_tokens`, `dims`, `threshold`, `max_clusters`, `bic_sample`, `cluster_tokens`, `depth`, `min_nodes`, `summarizer=llm\|extractive`, `summary_tokens`, `summary_words`, `rebuild_fraction`, `drift_growth`, `dedup`, `fill=true\|false` |
+//! | `m11` | `epicache`, `episodes` | [`submem_kv::EpiCache`] (k-means episodes, 25 % kept; KV caches prefilled with the memory LLM when it is local, and served as the recall's reader) | `k` (episodes), `segment`, `keep`, `kv_cache=true\|false`, `runs` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -30,6 +31,9 @@ use submem_flat::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemor
 use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
 use submem_gist::{GistConfig, GistIndex};
 use submem_kv::{FullContext, FullContextConfig};
+use submem_kv::{EpiCache, FullContext, FullContextConfig};
+
+use crate::registry_kv::epicache_config;
 
 use crate::baselines::{NoMemory, RecentWindow};
 use crate::registry_notes::notes_config;
@@ -189,6 +193,7 @@ impl Registry {
             "m7" | "strategies" | "reasoningbank" => "m7",
             "m8" | "skills" | "memskill" => "m8",
             "m10" | "full" | "full-context" => "m10",
+            "m11" | "epicache" | "episodes" => "m11",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "m5" | "graph" | "lightrag" => "m5",
             "m6" | "raptor" | "tree" => "m6",
@@ -218,6 +223,7 @@ impl SubstrateFactory for Registry {
             "m7 (strategies, reasoningbank)",
             "m8 (skills, memskill)",
             "m10 (full)",
+            "m11 (epicache, episodes)",
             "flexa (flexamem)",
             "m5 (graph, lightrag)",
             "m6 (raptor, tree)",
@@ -241,6 +247,7 @@ impl SubstrateFactory for Registry {
             Some("m6") => crate::registry_raptor::raptor_config(spec).map(|_| ()),
             Some("m7") => registry_refine::strategy_config(spec).map(|_| ()),
             Some("m8") => registry_refine::skill_config(spec).map(|_| ()),
+            Some("m11") => epicache_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -260,6 +267,7 @@ impl SubstrateFactory for Registry {
             Some("m5") => Arc::new(GraphMemory::new(services, graph_config(spec)?)?),
             Some("m6") => crate::registry_raptor::build_raptor(spec, services)?,
             Some(c @ ("m7" | "m8")) => registry_refine::build_refine(c, spec, services)?,
+            Some("m11") => Arc::new(EpiCache::new(services, epicache_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -527,6 +535,9 @@ mod tests {
         assert_eq!((c.page_tokens, c.max_expand), (300, 3));
         assert!(Registry
             .check(&SubstrateSpec::parse("gist:page_tokens=0").unwrap())
+        let c = epicache_config(&SubstrateSpec::parse("epicache:k=6,keep=0.5").unwrap()).unwrap();
+        assert_eq!((c.episodes, c.keep_ratio), (6, 0.5));
+        assert_eq!(c.reader_head.memory_intro, crate::reader::MEMORY_INTRO);
             .is_err());
     }
 

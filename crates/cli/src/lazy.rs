@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 
-use submem_core::{ChatRequest, Completion, Embedder, Llm, ServiceError};
+use submem_core::{ChatRequest, Completion, Embedder, Llm, PrefixCaching, ServiceError};
 use submem_models::ModelsError;
 
 type Loader<T> = Box<dyn Fn() -> Result<T, ModelsError> + Send + Sync>;
@@ -65,6 +65,17 @@ impl Llm for LazyLlm {
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
         let llm = self.get()?;
         llm.complete(request).await
+    }
+    /// Loads the model (a caller asking for the capability is about to use
+    /// it) and passes its capability through; `None` if loading fails.
+    fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
+        match self.get() {
+            Ok(llm) => llm.prefix_caching(),
+            Err(e) => {
+                tracing::warn!(error = %e, "LLM unavailable; no prefix caching");
+                None
+            }
+        }
     }
 }
 

@@ -10,6 +10,8 @@
 //! - [`substrate`]: the object-safe async [`Substrate`] trait (write, read,
 //!   manage, footprint, persist/restore, forget);
 //! - [`services`]: the [`Llm`], [`Embedder`] and [`TokenCounter`] traits;
+//! - [`prefix`]: the optional prefix-caching capability of an [`Llm`] (a KV
+//!   cache prefilled once and reused, for M11);
 //! - [`meter`]: wrappers that count every call, token and second per phase;
 //! - [`render`]: packing ranked units under a budget, shown in time order;
 //! - [`persist`]: manifests and atomic writes for persisted state;
@@ -31,6 +33,7 @@ mod error;
 pub mod history;
 pub mod meter;
 pub mod persist;
+pub mod prefix;
 pub mod query;
 pub mod render;
 pub mod services;
@@ -48,6 +51,7 @@ pub use meter::{
     LatencyStats, Meter, MeterSnapshot, MeteredEmbedder, MeteredLlm, MeteredSubstrate, Phase,
     PhaseStats,
 };
+pub use prefix::{PrefilledLlm, PrefixCaching, PrefixReuse};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
 pub use render::{render_in_time_order, PackPolicy, RankedUnit};
 pub use services::{

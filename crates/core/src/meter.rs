@@ -20,6 +20,9 @@ use crate::{
     ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport, Namespace,
     Query, ReadTrace, Recall, Result, ServiceError, Services, Substrate, SubstrateInfo,
     WriteReport,
+    ChatMessage, ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport,
+    Namespace, PrefilledLlm, PrefixCaching, Query, Recall, Result, ServiceError, Services,
+    Substrate, SubstrateInfo, Usage, WriteReport,
 };
 
 /// The phase a cost belongs to.
@@ -308,6 +311,47 @@ impl Llm for MeteredLlm {
         let out = self.inner.complete(request).await;
         self.meter
             .record_llm(out.as_ref().map_err(|_| ()), start.elapsed());
+        out
+    }
+    fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
+        self.inner.prefix_caching().map(|inner| {
+            Arc::new(MeteredPrefixCaching {
+                inner,
+                meter: self.meter.clone(),
+            }) as Arc<dyn PrefixCaching>
+        })
+    }
+}
+
+/// Counts each prefill as one LLM call of the current phase whose input
+/// tokens are the head's model tokens. The prefilled model it returns is not
+/// metered: it is a reader, and the harness counts readers itself.
+#[derive(Debug)]
+struct MeteredPrefixCaching {
+    inner: Arc<dyn PrefixCaching>,
+    meter: Arc<Meter>,
+}
+
+#[async_trait]
+impl PrefixCaching for MeteredPrefixCaching {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn prefill(
+        &self,
+        head: &[ChatMessage],
+    ) -> std::result::Result<Arc<dyn PrefilledLlm>, ServiceError> {
+        let start = Instant::now();
+        let out = self.inner.prefill(head).await;
+        let as_call = out.as_ref().map(|p| Completion {
+            text: String::new(),
+            usage: Usage {
+                input_tokens: p.prefix_tokens() as u64,
+                output_tokens: 0,
+            },
+        });
+        self.meter
+            .record_llm(as_call.as_ref().map_err(|_| ()), start.elapsed());
         out
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use crate::ServiceError;
+use crate::{PrefixCaching, ServiceError};
 
 /// Who wrote a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +165,13 @@ pub trait Llm: Debug + Send + Sync + 'static {
     fn name(&self) -> &str;
     /// Runs one chat completion.
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError>;
+
+    /// This model's prefix-caching capability ([`crate::prefix`]), when it has
+    /// one: a local model whose KV cache this process holds. `None` (the
+    /// default) for remote APIs and test doubles; wrappers pass it through.
+    fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
+        None
+    }
 }
 
 /// A sentence embedder returning L2-normalised vectors.
@@ -195,6 +202,9 @@ impl<T: Llm + ?Sized> Llm for Arc<T> {
     }
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
         (**self).complete(request).await
+    }
+    fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
+        (**self).prefix_caching()
     }
 }
 

@@ -1,5 +1,6 @@
 //! Small deterministic test doubles for logic tests: a scripted LLM, a failing
-//! LLM, a hashing embedder and a whitespace token counter. The real models live
+//! LLM, a prefix-caching LLM, a hashing embedder and a whitespace token
+//! counter. The real models live
 //! in `submem-models` and have their own tests; these never replace them.
 
 use async_trait::async_trait;
@@ -9,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    l2_normalize, ChatRequest, Completion, Embedder, Llm, ServiceError, Services, TokenCounter,
-    Usage,
+    l2_normalize, ChatMessage, ChatRequest, Completion, Embedder, Llm, PrefilledLlm, PrefixCaching,
+    PrefixReuse, Role, ServiceError, Services, TokenCounter, Usage,
 };
 
 type Responder = dyn Fn(&ChatRequest) -> Result<String, ServiceError> + Send + Sync;
@@ -97,6 +98,137 @@ impl Llm for FailingLlm {
     }
     async fn complete(&self, _request: &ChatRequest) -> Result<Completion, ServiceError> {
         Err(ServiceError::Injected("FailingLlm always fails".into()))
+    }
+}
+
+/// A [`ScriptedLlm`] that can prefill, standing in for the local model's
+/// prefix cache ([`crate::prefix`]). Prompts render as `[role] content` lines;
+/// a prefilled head is that rendering with the last line left open, and a
+/// request hits when its rendering starts with it. Cache bytes are the head's
+/// byte length; prefix tokens its whitespace words.
+#[derive(Debug, Clone)]
+pub struct CachingLlm {
+    inner: Arc<CachingInner>,
+}
+
+#[derive(Debug)]
+struct CachingInner {
+    llm: ScriptedLlm,
+    prefills: AtomicUsize,
+}
+
+impl CachingLlm {
+    /// Answers every request (prefilled or not) with `f(request)`.
+    pub fn from_fn(
+        f: impl Fn(&ChatRequest) -> Result<String, ServiceError> + Send + Sync + 'static,
+    ) -> Self {
+        CachingLlm {
+            inner: Arc::new(CachingInner {
+                llm: ScriptedLlm::from_fn(f),
+                prefills: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Prefills run so far.
+    pub fn prefills(&self) -> usize {
+        self.inner.prefills.load(Ordering::SeqCst)
+    }
+
+    /// Every completion request answered so far (prefilled or not).
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.inner.llm.requests()
+    }
+
+    /// The double's prompt rendering; `open_last` leaves the last message open.
+    pub fn render(messages: &[ChatMessage], open_last: bool) -> String {
+        let mut out = String::new();
+        for (i, m) in messages.iter().enumerate() {
+            let role = match m.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            out.push_str(&format!("[{role}] {}", m.content));
+            if !(open_last && i + 1 == messages.len()) {
+                out.push_str("\n[end]\n");
+            }
+        }
+        out
+    }
+}
+
+#[async_trait]
+impl Llm for CachingLlm {
+    fn name(&self) -> &str {
+        "caching"
+    }
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
+        self.inner.llm.complete(request).await
+    }
+    fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
+        Some(Arc::new(self.clone()))
+    }
+}
+
+#[async_trait]
+impl PrefixCaching for CachingLlm {
+    fn name(&self) -> &str {
+        "caching"
+    }
+    async fn prefill(&self, head: &[ChatMessage]) -> Result<Arc<dyn PrefilledLlm>, ServiceError> {
+        if head.is_empty() {
+            return Err(ServiceError::InvalidRequest("empty head".into()));
+        }
+        self.inner.prefills.fetch_add(1, Ordering::SeqCst);
+        Ok(Arc::new(PrefilledDouble {
+            model: self.clone(),
+            head: CachingLlm::render(head, true),
+            hits: AtomicUsize::new(0),
+            misses: AtomicUsize::new(0),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct PrefilledDouble {
+    model: CachingLlm,
+    head: String,
+    hits: AtomicUsize,
+    misses: AtomicUsize,
+}
+
+#[async_trait]
+impl Llm for PrefilledDouble {
+    fn name(&self) -> &str {
+        "caching+prefix"
+    }
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
+        let counter = if CachingLlm::render(&request.messages, false).starts_with(&self.head) {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+        self.model.complete(request).await
+    }
+}
+
+impl PrefilledLlm for PrefilledDouble {
+    fn prefix_tokens(&self) -> usize {
+        self.head.split_whitespace().count()
+    }
+    fn cache_bytes(&self) -> u64 {
+        self.head.len() as u64
+    }
+    fn reuse(&self) -> PrefixReuse {
+        PrefixReuse {
+            hits: self.hits.load(Ordering::SeqCst) as u64,
+            misses: self.misses.load(Ordering::SeqCst) as u64,
+        }
+    }
+    fn into_llm(self: Arc<Self>) -> Arc<dyn Llm> {
+        self
     }
 }
 
@@ -203,6 +335,35 @@ mod tests {
         assert_eq!(a.usage.input_tokens, 3);
         assert_eq!(a.usage.output_tokens, 2);
         assert_eq!(llm.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn caching_llm_counts_hits_and_meters_prefills() {
+        let llm = CachingLlm::from_fn(|_| Ok("ok".into()));
+        let meter = crate::Meter::new();
+        let metered = crate::MeteredLlm::new(Arc::new(llm.clone()), meter.clone());
+        meter.set_phase(crate::Phase::Manage);
+        let head = vec![ChatMessage::system("S"), ChatMessage::user("Memory: a b")];
+        let cache = metered
+            .prefix_caching()
+            .unwrap()
+            .prefill(&head)
+            .await
+            .unwrap();
+        assert_eq!(llm.prefills(), 1);
+        let manage = meter.snapshot().manage;
+        assert_eq!(manage.llm_calls, 1);
+        assert_eq!(manage.input_tokens, cache.prefix_tokens() as u64);
+        let reader = cache.clone().into_llm();
+        let hit = ChatRequest::new(vec![
+            ChatMessage::system("S"),
+            ChatMessage::user("Memory: a b\n\nQuestion: q"),
+        ]);
+        let miss = ChatRequest::new(vec![ChatMessage::user("other")]);
+        assert_eq!(reader.complete(&hit).await.unwrap().text, "ok");
+        reader.complete(&miss).await.unwrap();
+        assert_eq!(cache.reuse(), PrefixReuse { hits: 1, misses: 1 });
+        assert!(ScriptedLlm::new(vec![]).prefix_caching().is_none());
     }
 
     #[test]

@@ -22,7 +22,13 @@
 //!   of the model state) in a [`PrefixCache`];
 //!   [`LocalLlm::generate_with_prefix`] continues from it, giving the same
 //!   tokens as a plain generation of the prefix followed by the suffix.
+//! - The same mechanism is offered through [`Llm::prefix_caching`] as
+//!   [`submem_core::PrefixCaching`]: a chat head (messages, the last left
+//!   open) is prefilled once and the returned reader continues the cache for
+//!   every request whose prompt tokens start with the head's (see
+//!   [`LocalLlm::chat_prompt_head`]); other requests run in full.
 
+mod prefix;
 mod tokenizer;
 mod weights;
 
@@ -37,6 +43,7 @@ use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use submem_core::{ChatMessage, ChatRequest, Completion, Llm, Role, ServiceError, Usage};
 
+pub use prefix::PrefilledLocal;
 pub use tokenizer::GgufTokenizer;
 
 use crate::config::LlmWeights;
@@ -142,6 +149,11 @@ struct Inner {
     context: usize,
     options: LocalLlmOptions,
     load_secs: f64,
+    /// Bytes one token adds to the KV cache (keys and values of every layer,
+    /// f32), from the GGUF hyper-parameters.
+    kv_bytes_per_token: u64,
+    /// Bytes of one logits vector (vocabulary × f32).
+    logits_bytes: u64,
 }
 
 impl std::fmt::Debug for LocalLlm {
@@ -185,6 +197,8 @@ impl LocalLlm {
             .get("llama.context_length")
             .and_then(|v| v.to_u32().ok())
             .map_or(MAX_SEQ_LEN, |v| v as usize);
+        let kv_bytes_per_token = kv_bytes_per_token(&ct);
+        let logits_bytes = 4 * tokenizer.vocab_size() as u64;
         let context = model_ctx
             .min(MAX_SEQ_LEN)
             .min(options.context_limit.unwrap_or(usize::MAX));
@@ -213,6 +227,8 @@ impl LocalLlm {
                 context,
                 options,
                 load_secs,
+                kv_bytes_per_token,
+                logits_bytes,
             }),
         })
     }
@@ -239,20 +255,22 @@ impl LocalLlm {
 
     /// The ChatML prompt for `messages`, ending with the assistant header.
     pub fn chat_prompt(messages: &[ChatMessage]) -> String {
-        let mut out = String::new();
-        if messages.first().is_none_or(|m| m.role != Role::System) {
-            out.push_str(&format!("<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"));
-        }
-        for m in messages {
-            let role = match m.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            out.push_str(&format!("<|im_start|>{role}\n{}<|im_end|>\n", m.content));
-        }
+        let mut out = render_chat(messages, false);
         out.push_str("<|im_start|>assistant\n");
         out
+    }
+
+    /// The start of [`LocalLlm::chat_prompt`] for any request that begins
+    /// with `head`'s messages, where the last one's content may continue:
+    /// every message closed except the last, which stops after its content.
+    pub fn chat_prompt_head(head: &[ChatMessage]) -> String {
+        render_chat(head, true)
+    }
+
+    /// Bytes the KV cache of `tokens` tokens takes (f32 keys and values of
+    /// every layer), plus one logits vector.
+    pub fn cache_bytes(&self, tokens: usize) -> u64 {
+        tokens as u64 * self.inner.kv_bytes_per_token + self.inner.logits_bytes
     }
 
     /// Generates from raw prompt text (no template), blocking.
@@ -475,6 +493,48 @@ impl Inner {
     }
 }
 
+/// ChatML for `messages` (with SmolLM2's default system message when the
+/// first is not a system message); `open_last` leaves the last unclosed.
+fn render_chat(messages: &[ChatMessage], open_last: bool) -> String {
+    let mut out = String::new();
+    if messages.first().is_none_or(|m| m.role != Role::System) {
+        out.push_str(&format!("<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"));
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        out.push_str(&format!("<|im_start|>{role}\n{}", m.content));
+        if !(open_last && i + 1 == messages.len()) {
+            out.push_str("<|im_end|>\n");
+        }
+    }
+    out
+}
+
+/// KV-cache bytes per token from the GGUF hyper-parameters: layers × (keys +
+/// values) × KV heads × head size × 4 bytes. 0 when a field is missing.
+fn kv_bytes_per_token(ct: &gguf_file::Content) -> u64 {
+    let get = |key: &str| {
+        ct.metadata
+            .get(key)
+            .and_then(|v| v.to_u32().ok())
+            .map_or(0, u64::from)
+    };
+    let layers = get("llama.block_count");
+    let heads = get("llama.attention.head_count");
+    let kv_heads = match get("llama.attention.head_count_kv") {
+        0 => heads,
+        n => n,
+    };
+    let head_dim = get("llama.embedding_length")
+        .checked_div(heads)
+        .unwrap_or(0);
+    layers * 2 * kv_heads * head_dim * 4
+}
+
 /// Byte offset of the earliest stop string in `text`.
 fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
     stops
@@ -488,6 +548,10 @@ fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
 impl Llm for LocalLlm {
     fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    fn prefix_caching(&self) -> Option<Arc<dyn submem_core::PrefixCaching>> {
+        Some(Arc::new(self.clone()))
     }
 
     async fn complete(
@@ -520,6 +584,23 @@ mod tests {
             p,
             "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
         );
+    }
+
+    #[test]
+    fn head_is_a_prefix_of_every_continuing_prompt() {
+        let head = [
+            ChatMessage::system("S"),
+            ChatMessage::user("Memory:\nA: hi"),
+        ];
+        let full = LocalLlm::chat_prompt(&[
+            ChatMessage::system("S"),
+            ChatMessage::user("Memory:\nA: hi\n\nQuestion: q"),
+        ]);
+        let h = LocalLlm::chat_prompt_head(&head);
+        assert!(full.starts_with(&h), "{h:?} vs {full:?}");
+        assert!(h.ends_with("A: hi"));
+        assert!(LocalLlm::chat_prompt_head(&[ChatMessage::user("x")])
+            .starts_with(&format!("<|im_start|>system\n{DEFAULT_SYSTEM}")));
     }
 
     #[test]

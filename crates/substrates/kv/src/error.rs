@@ -3,7 +3,7 @@
 
 use submem_core::{BoxError, Error};
 
-/// Errors raised inside the activation substrates (M10).
+/// Errors raised inside the activation substrates (M10, M11).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KvError {
@@ -14,6 +14,14 @@ pub enum KvError {
     /// A setting is out of range.
     #[error("invalid configuration: {0}")]
     Config(String),
+
+    /// k-means could not cluster the segments.
+    #[error("clustering failed: {0}")]
+    Cluster(String),
+
+    /// The embedder returned vectors that do not fit (wrong count or length).
+    #[error("embedder mismatch: {0}")]
+    Embedding(String),
 }
 
 impl KvError {

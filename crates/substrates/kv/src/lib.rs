@@ -1,4 +1,10 @@
-//! Activation substrates: M10 full context (*Harness the Memory*, §M10).
+//! Activation substrates (*Harness the Memory*, family "Activation"):
+//! M10 full context ([`FullContext`], below) and M11 episode-clustered
+//! re-prefill ([`EpiCache`], EpiCache: k-means episodes, 25 % of each kept,
+//! one episode per query, served from a prefilled KV cache when the local
+//! model can; see [`epicache`]).
+//!
+//! # M10
 //!
 //! **Write**: each event's rendered text ([`Event::render`]) is appended to
 //! its namespace's buffer. **Read**: the whole buffer, shown in time order;
@@ -40,9 +46,11 @@
 
 mod buffer;
 mod config;
+pub mod epicache;
 mod error;
 
 pub use config::FullContextConfig;
+pub use epicache::{EpiCache, EpiCacheConfig, EpiCacheStats, ReaderHead};
 pub use error::KvError;
 
 use async_trait::async_trait;

@@ -1,0 +1,149 @@
+//! Settings of the episode-clustered re-prefill substrate (M11).
+
+use serde::{Deserialize, Serialize};
+use submem_core::ChatMessage;
+
+use crate::KvError;
+
+/// The start of the reader's prompt that an episode's KV cache is prefilled
+/// under: an optional system message, then a user message that begins with
+/// `memory_intro` followed by the episode's text. A reader request continues
+/// the cache only when its prompt starts exactly like this, so set it to the
+/// reader's template (the harness does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReaderHead {
+    /// The reader's system message; `None` means the model's default one.
+    pub system: Option<String>,
+    /// Text the user message starts with, before the memory block.
+    pub memory_intro: String,
+}
+
+impl Default for ReaderHead {
+    fn default() -> Self {
+        ReaderHead {
+            system: None,
+            memory_intro: String::new(),
+        }
+    }
+}
+
+impl ReaderHead {
+    /// The head messages for an episode rendered as `memory`; the last
+    /// message is left open by the prefix cache.
+    pub fn messages(&self, memory: &str) -> Vec<ChatMessage> {
+        let mut out = Vec::with_capacity(2);
+        if let Some(s) = &self.system {
+            out.push(ChatMessage::system(s.clone()));
+        }
+        out.push(ChatMessage::user(format!("{}{memory}", self.memory_intro)));
+        out
+    }
+}
+
+/// Settings of [`crate::EpiCache`]. Defaults follow the EpiCache reference
+/// run on LoCoMo (4 episodes, windows of 4 utterances) and the Harness paper
+/// (keep 25 % of each episode's tokens).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EpiCacheConfig {
+    /// Episodes per namespace: the k of k-means, capped by the number of
+    /// segments. Default 4.
+    pub episodes: usize,
+    /// Consecutive turns (or steps) per clustering segment; a segment never
+    /// crosses a session. Default 4.
+    pub segment_turns: usize,
+    /// Share of an episode's tokens kept (whole turns, most central first).
+    /// Default 0.25.
+    pub keep_ratio: f32,
+    /// k-means restarts (the best inertia wins). Default 10.
+    pub kmeans_runs: usize,
+    /// k-means iteration cap per run. Default 100.
+    pub kmeans_max_iterations: u64,
+    /// Prefill one KV cache per episode on `manage` when the LLM offers
+    /// prefix caching. Default true.
+    pub kv_cache: bool,
+    /// The reader prompt head caches are prefilled under.
+    pub reader_head: ReaderHead,
+    /// Texts per embedding call at write. Default 64.
+    pub embed_batch: usize,
+}
+
+impl Default for EpiCacheConfig {
+    fn default() -> Self {
+        EpiCacheConfig {
+            episodes: 4,
+            segment_turns: 4,
+            keep_ratio: 0.25,
+            kmeans_runs: 10,
+            kmeans_max_iterations: 100,
+            kv_cache: true,
+            reader_head: ReaderHead::default(),
+            embed_batch: 64,
+        }
+    }
+}
+
+impl EpiCacheConfig {
+    /// Sets [`EpiCacheConfig::episodes`].
+    pub fn with_episodes(mut self, k: usize) -> Self {
+        self.episodes = k;
+        self
+    }
+    /// Sets [`EpiCacheConfig::segment_turns`].
+    pub fn with_segment_turns(mut self, n: usize) -> Self {
+        self.segment_turns = n;
+        self
+    }
+    /// Sets [`EpiCacheConfig::keep_ratio`].
+    pub fn with_keep_ratio(mut self, r: f32) -> Self {
+        self.keep_ratio = r;
+        self
+    }
+    /// Sets [`EpiCacheConfig::kmeans_runs`].
+    pub fn with_kmeans_runs(mut self, n: usize) -> Self {
+        self.kmeans_runs = n;
+        self
+    }
+    /// Sets [`EpiCacheConfig::kmeans_max_iterations`].
+    pub fn with_kmeans_max_iterations(mut self, n: u64) -> Self {
+        self.kmeans_max_iterations = n;
+        self
+    }
+    /// Sets [`EpiCacheConfig::kv_cache`].
+    pub fn with_kv_cache(mut self, on: bool) -> Self {
+        self.kv_cache = on;
+        self
+    }
+    /// Sets [`EpiCacheConfig::reader_head`].
+    pub fn with_reader_head(mut self, head: ReaderHead) -> Self {
+        self.reader_head = head;
+        self
+    }
+    /// Sets [`EpiCacheConfig::embed_batch`].
+    pub fn with_embed_batch(mut self, n: usize) -> Self {
+        self.embed_batch = n;
+        self
+    }
+
+    /// Rejects settings no run can use.
+    pub fn validate(&self) -> Result<(), KvError> {
+        let bad = |m: &str| Err(KvError::Config(m.into()));
+        if self.episodes == 0 {
+            return bad("episodes must be at least 1");
+        }
+        if self.segment_turns == 0 {
+            return bad("segment_turns must be at least 1");
+        }
+        if !(self.keep_ratio > 0.0 && self.keep_ratio <= 1.0) {
+            return bad("keep_ratio must be in (0, 1]");
+        }
+        if self.kmeans_runs == 0 || self.kmeans_max_iterations == 0 {
+            return bad("kmeans_runs and kmeans_max_iterations must be at least 1");
+        }
+        if self.embed_batch == 0 {
+            return bad("embed_batch must be at least 1");
+        }
+        Ok(())
+    }
+}
