@@ -59,6 +59,7 @@ pub mod items;
 pub mod metrics;
 pub mod reader;
 pub mod registry;
+pub mod registry_lora;
 pub mod report;
 pub mod runner;
 pub mod summary;

@@ -6,6 +6,7 @@
 //! | `m1` | `dense` | [`submem_flat::DenseMemory`] (MiniLM + HNSW) | `exact_threshold`, `m`, `ef_construction`, `ef_search`, `embed_batch` |
 //! | `m2` | `bm25`, `sparse` | [`submem_flat::SparseMemory`] (tantivy BM25) | `stopwords=true\|false` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
+//! | `m9` | `lora`, `adapter` | [`submem_lora::LoraMemory`] (LoRA on SmolLM2, needs the local weights) | `rank`, `alpha`, `epochs`, `batch`, `lr`, `max_seq_tokens`, `chunk_tokens`, `pairs`, `serve_stale`, `context`, `gguf` |
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
@@ -169,6 +170,7 @@ impl Registry {
             "m2" | "bm25" | "sparse" => "m2",
             "m10" | "full" | "full-context" => "m10",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
+            "m9" | "lora" | "adapter" => "m9",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -190,6 +192,7 @@ impl SubstrateFactory for Registry {
             "m2 (bm25, sparse)",
             "m10 (full)",
             "flexa (flexamem)",
+            "m9 (lora, adapter)",
             "nomem (none)",
             "recent (window)",
         ]
@@ -202,6 +205,7 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("m9") => crate::registry_lora::lora_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -214,6 +218,7 @@ impl SubstrateFactory for Registry {
             Some("m2") => Arc::new(SparseMemory::new(services, sparse_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some("m9") => crate::registry_lora::build_lora(spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -401,6 +406,12 @@ mod tests {
             .is_ok());
         assert!(Registry
             .check(&SubstrateSpec::parse("m10:x=1").unwrap())
+            .is_err());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("lora:rank=4,epochs=1,serve_stale=true").unwrap())
+            .is_ok());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("adapter:rank=0").unwrap())
             .is_err());
     }
 
