@@ -66,11 +66,12 @@ impl TextCodec for ByteCodec {
                 out.push(Self::IM_END_ID);
                 rest = r;
             } else {
-                let next = rest[1..]
+                // Up to the next `<` after the first char (`<` is ASCII, so
+                // the cut is on a char boundary).
+                let first = rest.chars().next().map_or(1, char::len_utf8);
+                let next = rest[first..]
                     .find('<')
-                    .map_or(rest.len(), |i| i + 1)
-                    .min(rest.len());
-                // Cut on a char boundary: `<` is ASCII, so `next` is one.
+                    .map_or(rest.len(), |i| i + first);
                 out.extend(rest[..next].bytes().map(u32::from));
                 rest = &rest[next..];
             }

@@ -224,13 +224,15 @@ impl BaseModel {
         Self::assemble(config, embed, blocks, norm, head)
     }
 
-    /// A seeded random model (normal weights, std 0.02; unit norms) for tests.
+    /// A seeded random model for tests: matrices with std `1/√cols` (so a
+    /// tiny width still gives logits of useful range), unit norms.
     pub fn random(config: LlamaConfig, seed: u64) -> Result<Self> {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut rand = |rows: usize, cols: usize| -> Result<Tensor> {
-            // Sum of 4 uniforms: close enough to normal, and dependency-free.
+            // Sum of 4 uniforms on ±1 has std √(4/3): close enough to normal.
+            let scale = 1.0 / ((cols as f32).sqrt() * (4.0f32 / 3.0).sqrt());
             let v: Vec<f32> = (0..rows * cols)
-                .map(|_| (0..4).map(|_| rng.random_range(-1.0f32..1.0)).sum::<f32>() * 0.0173)
+                .map(|_| (0..4).map(|_| rng.random_range(-1.0f32..1.0)).sum::<f32>() * scale)
                 .collect();
             Ok(Tensor::from_vec(v, (rows, cols), &Device::Cpu)?)
         };

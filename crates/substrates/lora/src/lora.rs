@@ -47,12 +47,21 @@ pub struct LayerAdapter {
 }
 
 /// A LoRA adapter for every layer of one [`LlamaConfig`].
-#[derive(Debug)]
 pub struct Adapter {
     vars: VarMap,
     layers: Vec<LayerAdapter>,
     rank: usize,
     alpha: f64,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("layers", &self.layers.len())
+            .field("rank", &self.rank)
+            .field("alpha", &self.alpha)
+            .finish()
+    }
 }
 
 impl Adapter {

@@ -248,7 +248,7 @@ impl Substrate for LoraMemory {
             }
             Ok(())
         };
-        check(&self.lock("write")?)?;
+        check(&*self.lock("write")?)?;
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
@@ -277,7 +277,7 @@ impl Substrate for LoraMemory {
             })
             .collect();
         let mut spaces = self.lock("write")?;
-        check(&spaces)?;
+        check(&*spaces)?;
         let space = spaces.entry(namespace.clone()).or_default();
         space.events.extend(metas);
         if !pairs.is_empty() {
