@@ -119,13 +119,20 @@ mod tests {
 
     #[test]
     fn settings_parse_and_missing_weights_are_a_clear_skip() {
-        let s = SubstrateSpec::parse("m9:rank=4,alpha=8,epochs=2,lr=0.002,serve_stale=true").unwrap();
+        let s =
+            SubstrateSpec::parse("m9:rank=4,alpha=8,epochs=2,lr=0.002,serve_stale=true").unwrap();
         let c = lora_config(&s).unwrap();
-        assert_eq!((c.rank, c.train.epochs, c.serve_stale_adapter), (4, 2, true));
+        assert_eq!(
+            (c.rank, c.train.epochs, c.serve_stale_adapter),
+            (4, 2, true)
+        );
         assert!(lora_config(&SubstrateSpec::parse("m9:depth=3").unwrap()).is_err());
         // The training prompt is the harness reader's prompt with M9's note.
         let msgs = (c.prompt.messages)("Where?");
-        assert_eq!(msgs, reader_messages(&harness_question("Where?"), ADAPTER_NOTE));
+        assert_eq!(
+            msgs,
+            reader_messages(&harness_question("Where?"), ADAPTER_NOTE)
+        );
         let spec = SubstrateSpec::parse("lora:gguf=/nonexistent/model.gguf").unwrap();
         let err = build_lora(&spec, submem_core::test_utils::test_services(None)).unwrap_err();
         assert!(matches!(err, BenchError::NeedsLocalModel { .. }), "{err}");

@@ -15,22 +15,42 @@ fn short(q: &str) -> Vec<ChatMessage> {
 
 fn bench(c: &mut Criterion) {
     let model = LoraModel::tiny_random(1).unwrap();
-    let format = PromptFormat { name: "bench", messages: short };
+    let format = PromptFormat {
+        name: "bench",
+        messages: short,
+    };
     let examples: Vec<Example> = (0..16)
         .map(|i| {
-            Example::new(model.codec(), &format, &format!("Question number {i}?"), &format!("answer {i}"), 512)
-                .unwrap()
-                .unwrap()
+            Example::new(
+                model.codec(),
+                &format,
+                &format!("Question number {i}?"),
+                &format!("answer {i}"),
+                512,
+            )
+            .unwrap()
+            .unwrap()
         })
         .collect();
-    let cfg = TrainConfig { epochs: 1, batch_size: 8, learning_rate: 1e-2, ..TrainConfig::default() };
+    let cfg = TrainConfig {
+        epochs: 1,
+        batch_size: 8,
+        learning_rate: 1e-2,
+        ..TrainConfig::default()
+    };
     let refs: Vec<&Example> = examples.iter().collect();
     c.bench_function("m9_train_epoch_tiny_16_pairs", |b| {
         b.iter(|| {
             let adapter = Adapter::new(model.base().config(), 8, 16.0, 1).unwrap();
-            let before = batch_loss(model.base(), Some(&adapter), &refs).unwrap().to_scalar::<f32>().unwrap();
+            let before = batch_loss(model.base(), Some(&adapter), &refs)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
             train(model.base(), &adapter, &examples, &cfg).unwrap();
-            let after = batch_loss(model.base(), Some(&adapter), &refs).unwrap().to_scalar::<f32>().unwrap();
+            let after = batch_loss(model.base(), Some(&adapter), &refs)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
             assert!(after < before, "loss {before} -> {after}");
         })
     });

@@ -39,14 +39,23 @@ fn vm_hwm_mb() -> Option<f64> {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().unwrap()).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
     let n = args.first().copied().unwrap_or(100);
     let epochs = args.get(1).copied().unwrap_or(1);
     let batch = args.get(2).copied().unwrap_or(4);
     let t = Instant::now();
     let model = LoraModel::shared(&resolve_local_gguf().unwrap(), 2048).unwrap();
-    println!("load: {:.1} s (f32 base, {} parameters)", t.elapsed().as_secs_f64(), model.base().parameter_count());
-    let cfg = LoraConfig::default().with_epochs(epochs).with_batch_size(batch);
+    println!(
+        "load: {:.1} s (f32 base, {} parameters)",
+        t.elapsed().as_secs_f64(),
+        model.base().parameter_count()
+    );
+    let cfg = LoraConfig::default()
+        .with_epochs(epochs)
+        .with_batch_size(batch);
     let examples: Vec<Example> = (0..n)
         .map(|i| {
             let e = Event::Turn(Turn {
@@ -57,9 +66,15 @@ fn main() {
                 source_id: format!("D{i}"),
             });
             let p = cloze_pair(&e).unwrap();
-            Example::new(model.codec(), &cfg.prompt, &p.question, &p.answer, cfg.train.max_seq_tokens)
-                .unwrap()
-                .unwrap()
+            Example::new(
+                model.codec(),
+                &cfg.prompt,
+                &p.question,
+                &p.answer,
+                cfg.train.max_seq_tokens,
+            )
+            .unwrap()
+            .unwrap()
         })
         .collect();
     let tokens: usize = examples.iter().map(|e| e.ids.len()).sum();

@@ -69,9 +69,7 @@ impl TextCodec for ByteCodec {
                 // Up to the next `<` after the first char (`<` is ASCII, so
                 // the cut is on a char boundary).
                 let first = rest.chars().next().map_or(1, char::len_utf8);
-                let next = rest[first..]
-                    .find('<')
-                    .map_or(rest.len(), |i| i + first);
+                let next = rest[first..].find('<').map_or(rest.len(), |i| i + first);
                 out.extend(rest[..next].bytes().map(u32::from));
                 rest = &rest[next..];
             }
@@ -80,10 +78,7 @@ impl TextCodec for ByteCodec {
     }
 
     fn decode(&self, ids: &[u32]) -> Result<String> {
-        let bytes: Vec<u8> = ids
-            .iter()
-            .filter_map(|&i| u8::try_from(i).ok())
-            .collect();
+        let bytes: Vec<u8> = ids.iter().filter_map(|&i| u8::try_from(i).ok()).collect();
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -116,10 +111,7 @@ mod tests {
         let ids = ByteCodec.encode(text).unwrap();
         assert_eq!(ids[0], ByteCodec::IM_START_ID);
         assert!(ids.contains(&ByteCodec::IM_END_ID));
-        assert_eq!(
-            ByteCodec.decode(&ids).unwrap(),
-            "user\nNaïve café <b> 42\n"
-        );
+        assert_eq!(ByteCodec.decode(&ids).unwrap(), "user\nNaïve café <b> 42\n");
         assert!(check_ids(&ids, ByteCodec::VOCAB).is_ok());
         assert!(check_ids(&[300], ByteCodec::VOCAB).is_err());
     }

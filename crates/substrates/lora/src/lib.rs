@@ -78,4 +78,4 @@ pub use lora::Adapter;
 pub use mem::{LoraMemory, LoraStats};
 pub use model::{resolve_local_gguf, AdapterReader, LoraModel};
 pub use store::{FORMAT_VERSION, STORE_NAME};
-pub use train::{TrainReport, Example};
+pub use train::{Example, TrainReport};

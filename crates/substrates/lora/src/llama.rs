@@ -89,7 +89,9 @@ impl LlamaConfig {
         if ok {
             Ok(())
         } else {
-            Err(LoraError::Config(format!("inconsistent llama config {self:?}")))
+            Err(LoraError::Config(format!(
+                "inconsistent llama config {self:?}"
+            )))
         }
     }
 }
@@ -183,7 +185,11 @@ impl BaseModel {
             num_layers: gguf_u32(&ct, path, "llama.block_count")?,
             num_heads: gguf_u32(&ct, path, "llama.attention.head_count")?,
             num_kv_heads: gguf_u32(&ct, path, "llama.attention.head_count_kv")?,
-            rms_eps: f64::from(gguf_f32(&ct, "llama.attention.layer_norm_rms_epsilon", 1e-5)),
+            rms_eps: f64::from(gguf_f32(
+                &ct,
+                "llama.attention.layer_norm_rms_epsilon",
+                1e-5,
+            )),
             rope_theta: gguf_f32(&ct, "llama.rope.freq_base", 10_000.0),
             max_seq_len,
         };
@@ -268,7 +274,11 @@ impl BaseModel {
         config.validate()?;
         let half = config.head_dim() / 2;
         let theta: Vec<f32> = (0..half)
-            .map(|i| 1.0 / config.rope_theta.powf(2.0 * i as f32 / config.head_dim() as f32))
+            .map(|i| {
+                1.0 / config
+                    .rope_theta
+                    .powf(2.0 * i as f32 / config.head_dim() as f32)
+            })
             .collect();
         let theta = Tensor::from_vec(theta, (1, half), &Device::Cpu)?;
         let positions = Tensor::arange(0u32, config.max_seq_len as u32, &Device::Cpu)?
@@ -330,7 +340,10 @@ impl BaseModel {
         if let Some(cache) = cache.as_deref_mut() {
             cache.layers.resize(c.num_layers, None);
         }
-        let mut x = self.embed.index_select(&ids.flatten_all()?, 0)?.reshape((b, t, c.hidden_size))?;
+        let mut x =
+            self.embed
+                .index_select(&ids.flatten_all()?, 0)?
+                .reshape((b, t, c.hidden_size))?;
         for (i, blk) in self.blocks.iter().enumerate() {
             let lora = adapter.and_then(|a| a.layer(i));
             let h = rms_norm(&x, &blk.attn_norm, c.rms_eps)?;
@@ -361,10 +374,7 @@ impl BaseModel {
                 att = att.broadcast_add(m)?;
             }
             let att = candle_nn::ops::softmax_last_dim(&att)?;
-            let y = att
-                .matmul(&v)?
-                .transpose(1, 2)?
-                .reshape((b, t, nh * hd))?;
+            let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, nh * hd))?;
             x = (x + blk.wo.forward(&y)?)?;
             let h = rms_norm(&x, &blk.ffn_norm, c.rms_eps)?;
             let act = candle_nn::ops::silu(&blk.gate.forward(&h)?)?;

@@ -161,7 +161,10 @@ impl LoraMemory {
             .unwrap_or(false)
     }
 
-    pub(crate) fn lock(&self, op: &'static str) -> Result<MutexGuard<'_, HashMap<Namespace, Space>>> {
+    pub(crate) fn lock(
+        &self,
+        op: &'static str,
+    ) -> Result<MutexGuard<'_, HashMap<Namespace, Space>>> {
         self.spaces
             .lock()
             .map_err(|_| LoraError::Poisoned.into_core(op))
@@ -234,12 +237,19 @@ impl Substrate for LoraMemory {
         for e in events {
             e.validate()?;
             if !seen.insert(e.source_id()) {
-                return Err(Error::InvalidInput(format!("source id {} appears twice", e.source_id())));
+                return Err(Error::InvalidInput(format!(
+                    "source id {} appears twice",
+                    e.source_id()
+                )));
             }
         }
         let check = |spaces: &HashMap<Namespace, Space>| -> Result<()> {
             if let Some(sp) = spaces.get(namespace) {
-                if let Some(dup) = sp.events.iter().find(|m| seen.contains(m.source_id.as_str())) {
+                if let Some(dup) = sp
+                    .events
+                    .iter()
+                    .find(|m| seen.contains(m.source_id.as_str()))
+                {
                     return Err(Error::InvalidInput(format!(
                         "source id {} is already written",
                         dup.source_id
@@ -298,11 +308,14 @@ impl Substrate for LoraMemory {
             match spaces.get(&query.namespace) {
                 None => (String::new(), None, "none".to_string()),
                 Some(sp) => {
-                    let withheld =
-                        sp.forgotten_since_training && !self.config.serve_stale_adapter;
+                    let withheld = sp.forgotten_since_training && !self.config.serve_stale_adapter;
                     let adapter = if withheld { None } else { sp.adapter.clone() };
                     let state = if sp.forgotten_since_training {
-                        if withheld { ", stale: withheld" } else { ", stale" }
+                        if withheld {
+                            ", stale: withheld"
+                        } else {
+                            ", stale"
+                        }
                     } else if sp.pending() {
                         ", behind"
                     } else {
@@ -327,7 +340,11 @@ impl Substrate for LoraMemory {
             tokens: counter.count(&text),
             text,
             sources: Vec::new(),
-            reader: Some(Arc::new(AdapterReader::new(self.model.clone(), adapter, &label))),
+            reader: Some(Arc::new(AdapterReader::new(
+                self.model.clone(),
+                adapter,
+                &label,
+            ))),
         })
     }
 
@@ -347,7 +364,9 @@ impl Substrate for LoraMemory {
                 .map_err(|e| LoraError::Task(e.to_string()).into_core("manage"))?
                 .map_err(|e| e.into_core("manage"))?;
             let mut spaces = self.lock("manage")?;
-            let Some(sp) = spaces.get_mut(&ns) else { continue };
+            let Some(sp) = spaces.get_mut(&ns) else {
+                continue;
+            };
             if sp.version != version {
                 continue; // written or forgotten meanwhile: the next manage retrains
             }
@@ -384,7 +403,10 @@ impl Substrate for LoraMemory {
                 fp.stored_tokens += sp
                     .pairs
                     .iter()
-                    .map(|p| (self.services.tokens.count(&p.question) + self.services.tokens.count(&p.answer)) as u64)
+                    .map(|p| {
+                        (self.services.tokens.count(&p.question)
+                            + self.services.tokens.count(&p.answer)) as u64
+                    })
                     .sum::<u64>();
             }
         }
@@ -404,8 +426,13 @@ impl Substrate for LoraMemory {
         let mut spaces = self.lock("forget")?;
         match target {
             Forget::Namespace(ns) => Ok(spaces.remove(ns).map_or(0, |sp| sp.events.len())),
-            Forget::Sources { namespace, source_ids } => {
-                let Some(sp) = spaces.get_mut(namespace) else { return Ok(0) };
+            Forget::Sources {
+                namespace,
+                source_ids,
+            } => {
+                let Some(sp) = spaces.get_mut(namespace) else {
+                    return Ok(0);
+                };
                 let gone: HashSet<&str> = source_ids.iter().map(String::as_str).collect();
                 let before = sp.events.len();
                 sp.events.retain(|e| !gone.contains(e.source_id.as_str()));

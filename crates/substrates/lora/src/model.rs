@@ -108,7 +108,11 @@ impl LoraModel {
     /// of the training logic.
     pub fn tiny_random(seed: u64) -> Result<Self> {
         let base = BaseModel::random(LlamaConfig::tiny(ByteCodec::VOCAB), seed)?;
-        Ok(Self::new(base, Arc::new(ByteCodec), format!("tiny-llama-{seed}")))
+        Ok(Self::new(
+            base,
+            Arc::new(ByteCodec),
+            format!("tiny-llama-{seed}"),
+        ))
     }
 
     /// The frozen weights.
@@ -197,7 +201,12 @@ impl LoraModel {
             if generated.len() >= max_tokens {
                 break;
             }
-            logits = base.next_logits(&[next], ids.len() + generated.len() - 1, adapter, &mut cache)?;
+            logits = base.next_logits(
+                &[next],
+                ids.len() + generated.len() - 1,
+                adapter,
+                &mut cache,
+            )?;
         }
         let usage = Usage {
             input_tokens: ids.len() as u64,
@@ -239,7 +248,10 @@ impl Llm for AdapterReader {
         &self.name
     }
 
-    async fn complete(&self, request: &ChatRequest) -> std::result::Result<Completion, ServiceError> {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+    ) -> std::result::Result<Completion, ServiceError> {
         request.validate()?;
         if request.temperature > 0.0 {
             return Err(ServiceError::InvalidRequest(

@@ -50,7 +50,8 @@ pub struct QaPair {
     pub origin: QaOrigin,
 }
 
-const QA_SYSTEM: &str = "You write quiz questions about a conversation so that someone can memorise its facts. \
+const QA_SYSTEM: &str =
+    "You write quiz questions about a conversation so that someone can memorise its facts. \
 Reply with JSON only.";
 
 /// The synthesis request for a chunk's rendered text.
@@ -60,9 +61,12 @@ pub fn qa_request(chunk_text: &str, pairs: usize, max_tokens: usize) -> ChatRequ
 (who, what, when, where). Each answer is a few words taken from the conversation. \
 Reply as JSON: {{\"qa\": [{{\"q\": \"question\", \"a\": \"answer\"}}]}}"
     );
-    ChatRequest::new(vec![ChatMessage::system(QA_SYSTEM), ChatMessage::user(user)])
-        .with_max_tokens(max_tokens)
-        .with_json(true)
+    ChatRequest::new(vec![
+        ChatMessage::system(QA_SYSTEM),
+        ChatMessage::user(user),
+    ])
+    .with_max_tokens(max_tokens)
+    .with_json(true)
 }
 
 fn pair_from(v: &serde_json::Value) -> Option<(String, String)> {
@@ -179,7 +183,10 @@ pub fn cloze_pair(event: &Event) -> Option<QaPair> {
             t.text.clone(),
         ),
         Event::Step(s) => (
-            format!("At step {}, after \"{}\", the environment said", s.step, s.action),
+            format!(
+                "At step {}, after \"{}\", the environment said",
+                s.step, s.action
+            ),
             s.observation.clone(),
         ),
     };
@@ -194,10 +201,7 @@ pub fn cloze_pair(event: &Event) -> Option<QaPair> {
     let mut shown: Vec<String> = tokens[from..to].iter().map(|w| w.to_string()).collect();
     shown[i - from] = tokens[i].replace(&answer, "____");
     Some(QaPair {
-        question: format!(
-            "{lead}: \"{}\". Which word is missing?",
-            shown.join(" ")
-        ),
+        question: format!("{lead}: \"{}\". Which word is missing?", shown.join(" ")),
         answer,
         sources: vec![event.source_id().to_string()],
         origin: QaOrigin::Rule,
@@ -270,7 +274,10 @@ mod tests {
             ]
         );
         let lines = "Q: Who teaches violin?\nA: Berg\nnoise";
-        assert_eq!(parse_pairs(lines), vec![("Who teaches violin?".into(), "Berg".into())]);
+        assert_eq!(
+            parse_pairs(lines),
+            vec![("Who teaches violin?".into(), "Berg".into())]
+        );
         assert!(parse_pairs("no pairs here").is_empty());
     }
 
@@ -281,12 +288,18 @@ mod tests {
             ("Who?".to_string(), "Napoleon".to_string()),
             ("".to_string(), "Oslo".to_string()),
         ];
-        assert_eq!(validate_pairs(pairs, "Ana: I moved to Oslo."), vec![("Where?".into(), "Oslo".into())]);
+        assert_eq!(
+            validate_pairs(pairs, "Ana: I moved to Oslo."),
+            vec![("Where?".into(), "Oslo".into())]
+        );
     }
 
     #[test]
     fn cloze_blanks_a_proper_noun_first() {
-        let p = cloze_pair(&turn("My violin teacher is called Berg and she lives far away.")).unwrap();
+        let p = cloze_pair(&turn(
+            "My violin teacher is called Berg and she lives far away.",
+        ))
+        .unwrap();
         assert_eq!(p.answer, "Berg");
         assert!(p.question.contains("called ____ and"), "{}", p.question);
         assert!(p.question.starts_with("On 8 May 2023, Ana said"));
@@ -300,7 +313,9 @@ mod tests {
     async fn llm_pairs_or_fallback() {
         use submem_core::test_utils::{FailingLlm, ScriptedLlm};
         let events = vec![turn("I moved to Oslo last spring.")];
-        let llm = ScriptedLlm::new(vec![r#"{"qa":[{"q":"Where did Ana move?","a":"Oslo"}]}"#.into()]);
+        let llm = ScriptedLlm::new(vec![
+            r#"{"qa":[{"q":"Where did Ana move?","a":"Oslo"}]}"#.into()
+        ]);
         let (p, fallback) = chunk_pairs(Some(&llm), &events, 4, 128).await;
         assert!(!fallback);
         assert_eq!((p[0].answer.as_str(), p[0].origin), ("Oslo", QaOrigin::Llm));

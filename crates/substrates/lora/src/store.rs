@@ -81,12 +81,17 @@ pub(crate) fn persist(mem: &LoraMemory, dir: &Path) -> Result<()> {
         });
     }
     // Adapters of namespaces that no longer exist would only waste space.
-    let keep: std::collections::HashSet<String> =
-        files.iter().filter_map(|f| f.adapter_file.clone()).collect();
+    let keep: std::collections::HashSet<String> = files
+        .iter()
+        .filter_map(|f| f.adapter_file.clone())
+        .collect();
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            if name.starts_with("adapter-") && name.ends_with(".safetensors") && !keep.contains(&name) {
+            if name.starts_with("adapter-")
+                && name.ends_with(".safetensors")
+                && !keep.contains(&name)
+            {
                 let _ = std::fs::remove_file(e.path());
             }
         }

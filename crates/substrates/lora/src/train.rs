@@ -84,7 +84,11 @@ pub struct TrainReport {
 }
 
 /// Mean answer-only cross-entropy of `batch` under `adapter`.
-pub fn batch_loss(model: &BaseModel, adapter: Option<&Adapter>, batch: &[&Example]) -> Result<Tensor> {
+pub fn batch_loss(
+    model: &BaseModel,
+    adapter: Option<&Adapter>,
+    batch: &[&Example],
+) -> Result<Tensor> {
     let vocab = model.config().vocab_size;
     let len = batch.iter().map(|e| e.ids.len()).max().unwrap_or(0);
     if batch.is_empty() || len < 2 {

@@ -14,7 +14,9 @@ async fn lora_passes_conformance() {
     let tokens = services.tokens.clone();
     run_conformance(
         move || -> Box<dyn Substrate> {
-            Box::new(LoraMemory::new(services.clone(), common::fast_config(), common::tiny()).unwrap())
+            Box::new(
+                LoraMemory::new(services.clone(), common::fast_config(), common::tiny()).unwrap(),
+            )
         },
         tokens,
         ConformanceOptions {

@@ -58,8 +58,12 @@ async fn forget_drops_pairs_marks_stale_and_retrains() {
     assert_eq!(n, 1);
     let pairs = m.pairs(&a);
     assert_eq!(pairs.len(), 2);
-    assert!(pairs.iter().all(|p| !p.sources.contains(&"D1:2".to_string())));
-    assert!(pairs.iter().all(|p| !p.answer.contains("Berg") && !p.question.contains("Berg")));
+    assert!(pairs
+        .iter()
+        .all(|p| !p.sources.contains(&"D1:2".to_string())));
+    assert!(pairs
+        .iter()
+        .all(|p| !p.answer.contains("Berg") && !p.question.contains("Berg")));
     assert!(m.is_stale(&a));
     let r = m.read(&q).await.unwrap();
     assert!(r.text.contains("stale"), "{}", r.text);
@@ -75,7 +79,11 @@ async fn forget_drops_pairs_marks_stale_and_retrains() {
 
     m.manage().await.unwrap();
     assert_eq!(m.stats().trainings, 2, "the adapter was retrained");
-    assert_eq!(m.last_training(&a).unwrap().examples, 2, "without the forgotten pair");
+    assert_eq!(
+        m.last_training(&a).unwrap().examples,
+        2,
+        "without the forgotten pair"
+    );
     assert!(!m.is_stale(&a));
     assert_eq!(m.read(&q).await.unwrap().text, ADAPTER_NOTE);
 }
@@ -94,7 +102,11 @@ async fn serving_a_stale_adapter_is_marked() {
     .await
     .unwrap();
     let r = m.read(&Query::question(a, "q", 1024)).await.unwrap();
-    assert!(r.text.contains("still holds forgotten sources"), "{}", r.text);
+    assert!(
+        r.text.contains("still holds forgotten sources"),
+        "{}",
+        r.text
+    );
     let name = r.reader.unwrap().name().to_string();
     assert!(name.ends_with(", stale)"), "{name}");
 }
@@ -104,13 +116,19 @@ async fn adapters_persist_and_namespaces_stay_apart() {
     let m = common::m9(None);
     let (a, b) = (ns("a"), ns("b"));
     m.write(&a, &history()).await.unwrap();
-    m.write(&b, &[common::turn("E1:1", "The red kite nests near Aberdeen.")])
-        .await
-        .unwrap();
+    m.write(
+        &b,
+        &[common::turn("E1:1", "The red kite nests near Aberdeen.")],
+    )
+    .await
+    .unwrap();
     m.manage().await.unwrap();
     let (aa, ab) = (m.adapter(&a).unwrap(), m.adapter(&b).unwrap());
     assert!(!Arc::ptr_eq(&aa, &ab));
-    assert!(m.pairs(&b).iter().all(|p| p.sources == vec!["E1:1".to_string()]));
+    assert!(m
+        .pairs(&b)
+        .iter()
+        .all(|p| p.sources == vec!["E1:1".to_string()]));
 
     let dir = tempfile::tempdir().unwrap();
     m.persist(dir.path()).await.unwrap();
@@ -125,8 +143,14 @@ async fn adapters_persist_and_namespaces_stay_apart() {
     let q = Query::question(a.clone(), "Where did Ana move?", 1024);
     let (r1, r2) = (m.read(&q).await.unwrap(), fresh.read(&q).await.unwrap());
     assert_eq!(r1.text, r2.text);
-    assert_eq!(ask(&r1, "Where did Ana move?").await, ask(&r2, "Where did Ana move?").await);
-    assert_eq!(fresh.adapter(&a).unwrap().max_abs_b().unwrap(), aa.max_abs_b().unwrap());
+    assert_eq!(
+        ask(&r1, "Where did Ana move?").await,
+        ask(&r2, "Where did Ana move?").await
+    );
+    assert_eq!(
+        fresh.adapter(&a).unwrap().max_abs_b().unwrap(),
+        aa.max_abs_b().unwrap()
+    );
 
     // A store from another LoRA shape is refused and changes nothing.
     let other = submem_lora::LoraMemory::new(
@@ -157,9 +181,13 @@ async fn llm_pairs_are_used_and_bad_replies_fall_back() {
     m.write(&a, &history()).await.unwrap();
     let pairs = m.pairs(&a);
     assert_eq!(pairs.len(), 2);
-    assert!(pairs.iter().all(|p| p.origin == QaOrigin::Llm && p.sources.len() == 3));
+    assert!(pairs
+        .iter()
+        .all(|p| p.origin == QaOrigin::Llm && p.sources.len() == 3));
     assert_eq!(llm.requests().len(), 1, "one call per chunk");
-    m.write(&a, &[common::turn("D2:1", "Tomorrow I fly to Lisbon.")]).await.unwrap();
+    m.write(&a, &[common::turn("D2:1", "Tomorrow I fly to Lisbon.")])
+        .await
+        .unwrap();
     let stats = m.stats();
     assert_eq!((stats.llm_chunks, stats.rule_chunks), (1, 1));
     assert_eq!(m.pairs(&a).last().unwrap().origin, QaOrigin::Rule);

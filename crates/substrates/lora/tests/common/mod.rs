@@ -7,7 +7,10 @@ use submem_core::{ChatMessage, Event, Llm, Services, Turn};
 use submem_lora::{LoraConfig, LoraMemory, LoraModel, PromptFormat};
 
 fn short_messages(q: &str) -> Vec<ChatMessage> {
-    vec![ChatMessage::system("Answer."), ChatMessage::user(q.to_string())]
+    vec![
+        ChatMessage::system("Answer."),
+        ChatMessage::user(q.to_string()),
+    ]
 }
 
 /// A short prompt so byte-level sequences stay small.
