@@ -59,6 +59,16 @@ pub enum BenchError {
         substrate: String,
     },
 
+    /// The substrate trains or runs the local model's weights (M9) and they
+    /// cannot be found or loaded, whatever memory LLM the run uses.
+    #[error("{substrate} needs the local SmolLM2 weights even with a remote memory LLM: {reason}; skipped")]
+    NeedsLocalModel {
+        /// The substrate spec.
+        substrate: String,
+        /// Why the weights are unavailable, with the fix.
+        reason: String,
+    },
+
     /// A run option is invalid (empty budget list, zero k, ...).
     #[error("invalid option: {0}")]
     InvalidOption(String),

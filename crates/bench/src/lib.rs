@@ -64,6 +64,7 @@ pub mod registry_graph;
 pub mod registry_raptor;
 mod registry_refine;
 mod registry_kv;
+pub mod registry_lora;
 pub mod report;
 pub mod runner;
 pub mod summary;

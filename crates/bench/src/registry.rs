@@ -16,6 +16,7 @@
 //! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
 //! | `m6` | `raptor`, `tree` | [`submem_raptor::Raptor`] (leaves + GMM-clustered summaries, collapsed-tree read) | `leaf_tokens`, `dims`, `threshold`, `max_clusters`, `bic_sample`, `cluster_tokens`, `depth`, `min_nodes`, `summarizer=llm\|extractive`, `summary_tokens`, `summary_words`, `rebuild_fraction`, `drift_growth`, `dedup`, `fill=true\|false` |
 //! | `m11` | `epicache`, `episodes` | [`submem_kv::EpiCache`] (k-means episodes, 25 % kept; KV caches prefilled with the memory LLM when it is local, and served as the recall's reader) | `k` (episodes), `segment`, `keep`, `kv_cache=true\|false`, `runs` |
+//! | `m9` | `lora`, `adapter` | [`submem_lora::LoraMemory`] (LoRA on SmolLM2, needs the local weights) | `rank`, `alpha`, `epochs`, `batch`, `lr`, `max_seq_tokens`, `chunk_tokens`, `pairs`, `serve_stale`, `context`, `gguf` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
 //!
@@ -197,6 +198,7 @@ impl Registry {
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "m5" | "graph" | "lightrag" => "m5",
             "m6" | "raptor" | "tree" => "m6",
+            "m9" | "lora" | "adapter" => "m9",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
             _ => return None,
@@ -227,6 +229,7 @@ impl SubstrateFactory for Registry {
             "flexa (flexamem)",
             "m5 (graph, lightrag)",
             "m6 (raptor, tree)",
+            "m9 (lora, adapter)",
             "nomem (none)",
             "recent (window)",
         ]
@@ -248,6 +251,7 @@ impl SubstrateFactory for Registry {
             Some("m7") => registry_refine::strategy_config(spec).map(|_| ()),
             Some("m8") => registry_refine::skill_config(spec).map(|_| ()),
             Some("m11") => epicache_config(spec).map(|_| ()),
+            Some("m9") => crate::registry_lora::lora_config(spec).map(|_| ()),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -268,6 +272,7 @@ impl SubstrateFactory for Registry {
             Some("m6") => crate::registry_raptor::build_raptor(spec, services)?,
             Some(c @ ("m7" | "m8")) => registry_refine::build_refine(c, spec, services)?,
             Some("m11") => Arc::new(EpiCache::new(services, epicache_config(spec)?)?),
+            Some("m9") => crate::registry_lora::build_lora(spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
             _ => return Err(self.unknown(spec)),
@@ -538,6 +543,7 @@ mod tests {
         let c = epicache_config(&SubstrateSpec::parse("epicache:k=6,keep=0.5").unwrap()).unwrap();
         assert_eq!((c.episodes, c.keep_ratio), (6, 0.5));
         assert_eq!(c.reader_head.memory_intro, crate::reader::MEMORY_INTRO);
+            .is_ok());
             .is_err());
     }
 

@@ -41,6 +41,8 @@ use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, W
 use crate::metrics::{
     bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em, token_f1,
 };
+use crate::metrics::retrieval::CoverageCounts;
+use crate::metrics::{bleu1, evidence_coverage, exact_match, recall_at_k, sub_em, token_f1};
 use crate::reader::{self, ReaderSettings};
 use crate::registry::{SubstrateFactory, SubstrateSpec};
 use crate::{BenchError, Result};
@@ -461,6 +463,12 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             ctx.progress.inc(pending.len() as u64);
             return Ok(Some(msg));
         }
+        Err(BenchError::NeedsLocalModel { substrate, reason }) => {
+            let msg = format!("{substrate}: needs the local model weights: {reason}");
+            tracing::warn!("{msg}; skipped");
+            ctx.progress.inc(pending.len() as u64);
+            return Ok(Some(msg));
+        }
         Err(e) => return Err(e),
     };
     let family = format!("{:?}", inner.info().family);
@@ -572,8 +580,15 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             &recall,
             trace.as_ref(),
         );
+        // A substrate that answers through its own reader (M9's adapted
+        // model) retrieves nothing: Recall@k and coverage are n/a, not 0.
+        let retrieves = recall.reader.is_none();
+        let coverage = if retrieves {
+            evidence_coverage(
+            )
+            CoverageCounts::default()
         let mut item = ItemRecord {
-            recall_at_k: recall_at_k(&q.evidence, recall.source_ids()),
+            recall_at_k: recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves),
             recall_verbatim: recall_at_k(
                 &q.evidence,
                 recall
@@ -581,7 +596,8 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
                     .iter()
                     .filter(|s| s.resolution != Resolution::Record)
                     .map(|s| s.source_id.as_str()),
-            ),
+            )
+            .filter(|_| retrieves),
             key,
             category: q.category.clone(),
             kind: q.kind,

@@ -1,0 +1,200 @@
+//! Settings of M9. Every numeric default is a starting point (the paper gives
+//! only r = 8 and answer-only loss); each has a `with_*` setter.
+
+use submem_core::ChatMessage;
+use submem_models::LocalLlm;
+
+use crate::error::{LoraError, Result};
+
+/// The note M9 puts in its recall: there is no retrieved text, the answer
+/// comes from the adapted model. The default [`PromptFormat`]s show it as the
+/// memory block, so the adapter trains on the prompt it will be asked with.
+pub const ADAPTER_NOTE: &str =
+    "(M9 adapter memory: no retrieved text; answer from what the adapter learned.)";
+
+/// How a question becomes chat messages, in training and at read time.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptFormat {
+    /// A name for logs.
+    pub name: &'static str,
+    /// The messages for a question (without the answer).
+    pub messages: fn(&str) -> Vec<ChatMessage>,
+}
+
+fn plain_messages(question: &str) -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system(
+            "You answer questions about earlier conversations. Reply with a short answer of a few words.",
+        ),
+        ChatMessage::user(format!("Memory:\n{ADAPTER_NOTE}\n\nQuestion: {question}\nAnswer:")),
+    ]
+}
+
+impl Default for PromptFormat {
+    fn default() -> Self {
+        PromptFormat {
+            name: "m9-plain",
+            messages: plain_messages,
+        }
+    }
+}
+
+impl PromptFormat {
+    /// The ChatML prompt text for `question`, ending with the assistant header.
+    pub fn prompt(&self, question: &str) -> String {
+        LocalLlm::chat_prompt(&(self.messages)(question))
+    }
+}
+
+/// Optimiser and schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainConfig {
+    /// Passes over the QA pairs.
+    pub epochs: usize,
+    /// Sequences per optimiser step.
+    pub batch_size: usize,
+    /// AdamW learning rate (LoRA tolerates larger rates than full tuning).
+    pub learning_rate: f64,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// Longest training sequence in model tokens (prompt + answer).
+    pub max_seq_tokens: usize,
+    /// Seed of the shuffling and of A's initialisation.
+    pub seed: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 3,
+            batch_size: 4,
+            learning_rate: 1e-3,
+            weight_decay: 0.0,
+            max_seq_tokens: 256,
+            seed: 7,
+        }
+    }
+}
+
+/// Settings of [`crate::LoraMemory`].
+#[derive(Debug, Clone)]
+pub struct LoraConfig {
+    /// LoRA rank r (the paper: 8).
+    pub rank: usize,
+    /// LoRA α; updates are scaled by α / r.
+    pub alpha: f64,
+    /// Training.
+    pub train: TrainConfig,
+    /// Most budget tokens of history per QA-synthesis call (cut at events).
+    pub chunk_tokens: usize,
+    /// QA pairs asked for per chunk.
+    pub pairs_per_chunk: usize,
+    /// Most new tokens of a QA-synthesis reply.
+    pub qa_max_tokens: usize,
+    /// Longest context of the adapted model at read time (rotary table size).
+    pub max_context: usize,
+    /// After a forget, keep answering with the old adapter (marked stale)
+    /// until the next manage retrains it. Off by default: the base model
+    /// answers instead, so forgotten facts cannot leak from the weights.
+    pub serve_stale_adapter: bool,
+    /// Prompt of training and reading.
+    pub prompt: PromptFormat,
+}
+
+impl Default for LoraConfig {
+    fn default() -> Self {
+        LoraConfig {
+            rank: 8,
+            alpha: 16.0,
+            train: TrainConfig::default(),
+            chunk_tokens: 400,
+            pairs_per_chunk: 4,
+            qa_max_tokens: 256,
+            max_context: 2048,
+            serve_stale_adapter: false,
+            prompt: PromptFormat::default(),
+        }
+    }
+}
+
+impl LoraConfig {
+    /// Sets the rank.
+    pub fn with_rank(mut self, r: usize) -> Self {
+        self.rank = r;
+        self
+    }
+    /// Sets α.
+    pub fn with_alpha(mut self, a: f64) -> Self {
+        self.alpha = a;
+        self
+    }
+    /// Sets the epochs.
+    pub fn with_epochs(mut self, n: usize) -> Self {
+        self.train.epochs = n;
+        self
+    }
+    /// Sets the batch size.
+    pub fn with_batch_size(mut self, n: usize) -> Self {
+        self.train.batch_size = n;
+        self
+    }
+    /// Sets the learning rate.
+    pub fn with_learning_rate(mut self, lr: f64) -> Self {
+        self.train.learning_rate = lr;
+        self
+    }
+    /// Sets the longest training sequence.
+    pub fn with_max_seq_tokens(mut self, n: usize) -> Self {
+        self.train.max_seq_tokens = n;
+        self
+    }
+    /// Sets the seed.
+    pub fn with_seed(mut self, s: u64) -> Self {
+        self.train.seed = s;
+        self
+    }
+    /// Sets the chunk size of QA synthesis.
+    pub fn with_chunk_tokens(mut self, n: usize) -> Self {
+        self.chunk_tokens = n;
+        self
+    }
+    /// Sets the QA pairs asked per chunk.
+    pub fn with_pairs_per_chunk(mut self, n: usize) -> Self {
+        self.pairs_per_chunk = n;
+        self
+    }
+    /// Sets whether a stale adapter keeps answering after a forget.
+    pub fn with_serve_stale_adapter(mut self, on: bool) -> Self {
+        self.serve_stale_adapter = on;
+        self
+    }
+    /// Sets the prompt format.
+    pub fn with_prompt(mut self, p: PromptFormat) -> Self {
+        self.prompt = p;
+        self
+    }
+
+    /// Rejects settings no run can use.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(LoraError::Config(m.into()));
+        if self.rank == 0 {
+            return bad("rank must be at least 1");
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return bad("alpha must be positive");
+        }
+        if self.train.batch_size == 0 {
+            return bad("batch_size must be at least 1");
+        }
+        if !(self.train.learning_rate.is_finite() && self.train.learning_rate > 0.0) {
+            return bad("learning rate must be positive");
+        }
+        if self.train.max_seq_tokens < 8 || self.chunk_tokens == 0 || self.pairs_per_chunk == 0 {
+            return bad("max_seq_tokens >= 8, chunk_tokens >= 1 and pairs_per_chunk >= 1");
+        }
+        if self.max_context < 64 {
+            return bad("max_context must be at least 64");
+        }
+        Ok(())
+    }
+}
