@@ -9,7 +9,8 @@
 //!   JSONL format and a seeded synthetic generator (100 to 1,000,000 units,
 //!   streamed), all loaded into the same [`Dataset`];
 //! - [`registry`]: substrates built by name (`m1`, `m2`, `m10`,
-//!   `flexa:ranking=hybrid,kappa=64`, and the `nomem` / `recent` baselines);
+//!   `flexa:ranking=hybrid,kappa=64`, the `nomem` / `recent` baselines, and
+//!   `router:policy=policy.json` over registry-built members);
 //! - [`runner`]: per substrate × conversation a fresh instance metered by its
 //!   own [`submem_core::Meter`]; write in session batches, manage, then read
 //!   every (question, budget, k) — one write per budget/k sweep; the recall
@@ -59,6 +60,7 @@ pub mod items;
 pub mod metrics;
 pub mod reader;
 pub mod registry;
+pub mod registry_router;
 pub mod report;
 pub mod runner;
 pub mod summary;

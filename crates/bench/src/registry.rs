@@ -9,6 +9,7 @@
 //! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
+//! | `router` | `routed` | [`submem_router::RoutedSubstrate`] over registry-built members | `policy`, `members`, `signals`, `agreement`, `margin`, `compose`, `share` ([`crate::registry_router`]) |
 //!
 //! Settings follow a colon as comma-separated `key=value` pairs. In a list,
 //! a piece with `=` but no `:` continues the previous substrate's settings, so
@@ -171,6 +172,7 @@ impl Registry {
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
+            "router" | "routed" => "router",
             _ => return None,
         })
     }
@@ -192,6 +194,7 @@ impl SubstrateFactory for Registry {
             "flexa (flexamem)",
             "nomem (none)",
             "recent (window)",
+            "router (routed)",
         ]
         .map(String::from)
         .to_vec()
@@ -202,6 +205,7 @@ impl SubstrateFactory for Registry {
             Some("m1") => dense_config(spec).map(|_| ()),
             Some("m2") => sparse_config(spec).map(|_| ()),
             Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("router") => crate::registry_router::check(spec),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -216,6 +220,7 @@ impl SubstrateFactory for Registry {
             Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
+            Some("router") => crate::registry_router::build(self, spec, services)?,
             _ => return Err(self.unknown(spec)),
         })
     }
