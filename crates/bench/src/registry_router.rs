@@ -119,3 +119,29 @@ pub fn build_router(
     }
     Ok(router)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    fn spec(s: &str) -> SubstrateSpec {
+        SubstrateSpec::parse(s).unwrap()
+    }
+
+    #[test]
+    fn router_specs_are_checked_and_built_from_registry_members() {
+        let services = submem_core::test_utils::test_services(None);
+        let r = Registry
+            .build(&spec("router:members=m2+m10,compose=m2+m10,share=0.4"), services.clone())
+            .unwrap();
+        assert_eq!(r.info().name, "routed(M2,M10)");
+        assert!(Registry.build(&spec("routed"), services).is_ok());
+        let err = |s: &str| Registry.check(&spec(s)).unwrap_err().to_string();
+        assert!(err("router:members=m2+m99").contains("\"m99\" is not a routable"));
+        assert!(err("router:compose=m2").contains("exactly two"));
+        assert!(err("router:colour=red").contains("known settings: policy"));
+        assert!(err("router:policy=/nonexistent/p.json").contains("/nonexistent/p.json"));
+        assert!(err("router:signals=maybe").contains("signals=maybe"));
+    }
+}

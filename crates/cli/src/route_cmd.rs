@@ -304,7 +304,7 @@ async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyErro
     spec.settings.push(("signals".into(), a.signals.to_string()));
     let tokens = config.token_counter()?;
     let cfg = config.clone();
-    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new("embedder".into(), move || cfg.embedder()));
+    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new("embedder", move || cfg.embedder()));
     let services = Services {
         llm: None,
         embedder,

@@ -248,7 +248,8 @@ pub fn fit(
     };
     // cell -> candidate (spec, k) -> question -> (quality, latency)
     type Candidates<'a> = BTreeMap<(&'a str, usize), BTreeMap<Question, (f64, f64)>>;
-    let mut cells: BTreeMap<CellKey, (BTreeSet<usize>, Candidates)> = BTreeMap::new();
+    type CellData<'a> = (CellKey, BTreeSet<usize>, Candidates<'a>);
+    let mut cells: BTreeMap<(u8, Depth, usize), CellData> = BTreeMap::new();
     for o in &train {
         if parse_method(o.spec.split(':').next().unwrap_or("")).is_none() {
             continue; // the router's own items, baselines
@@ -257,7 +258,9 @@ pub fn fit(
             continue;
         };
         let key = settings.key_for(o.regime, o.history_tokens, o.budget);
-        let (budgets, cands) = cells.entry(key).or_default();
+        let (_, budgets, cands) = cells
+            .entry(key.sort_key())
+            .or_insert_with(|| (key, BTreeSet::new(), BTreeMap::new()));
         budgets.insert(o.budget);
         cands.entry((o.spec.as_str(), o.k)).or_default().insert(
             (o.dataset.clone(), o.conversation.clone(), o.question_id.clone()),
@@ -265,8 +268,8 @@ pub fn fit(
         );
     }
     let cells = cells
-        .into_iter()
-        .map(|(key, (budgets, cands))| fit_cell(key, budgets, &cands, settings))
+        .into_values()
+        .map(|(key, budgets, cands)| fit_cell(key, budgets, &cands, settings))
         .collect();
     let file = PolicyFile {
         format: POLICY_FORMAT.into(),

@@ -78,7 +78,7 @@ fn known_names() -> String {
 }
 
 /// Which cell a query falls in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CellKey {
     /// Who asks.
     pub regime: Regime,
@@ -148,6 +148,17 @@ pub struct Cell {
     pub choice: Option<Choice>,
     /// Every candidate, best first.
     pub evidence: Vec<Evidence>,
+}
+
+impl CellKey {
+    /// A total order for listing cells (conversational first, then by depth and budget).
+    pub fn sort_key(&self) -> (u8, Depth, usize) {
+        let regime = match self.regime {
+            Regime::Conversational => 0,
+            Regime::Agentic => 1,
+        };
+        (regime, self.depth, self.budget_bucket)
+    }
 }
 
 impl Cell {

@@ -89,7 +89,7 @@ pub enum RouterError {
     #[error("malformed routing policy JSON: {0}")]
     Json(#[source] serde_json::Error),
     /// A policy file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", path.display())]
     Io {
         /// The file.
         path: std::path::PathBuf,
@@ -97,7 +97,7 @@ pub enum RouterError {
         source: std::io::Error,
     },
     /// An error in a named file.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", path.display())]
     InFile {
         /// The file.
         path: std::path::PathBuf,

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use submem_core::{MethodId, Regime};
 
 /// How deep a namespace's history is, relative to the query's allowance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Depth {
     /// The whole history fits the allowance.
