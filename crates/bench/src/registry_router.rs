@@ -28,7 +28,15 @@ pub const DEFAULT_MEMBERS: &str = "m1+m2+m10+flexa";
 /// The first member's share when composing and `share` is not given.
 pub const DEFAULT_SHARE: f64 = 0.5;
 
-const SETTINGS: &[&str] = &["policy", "members", "signals", "agreement", "margin", "compose", "share"];
+const SETTINGS: &[&str] = &[
+    "policy",
+    "members",
+    "signals",
+    "agreement",
+    "margin",
+    "compose",
+    "share",
+];
 
 fn bad(spec: &SubstrateSpec, setting: &str, reason: impl Into<String>) -> BenchError {
     BenchError::BadSetting {
@@ -39,8 +47,15 @@ fn bad(spec: &SubstrateSpec, setting: &str, reason: impl Into<String>) -> BenchE
 }
 
 fn names<'a>(spec: &SubstrateSpec, key: &str, value: &'a str) -> Result<Vec<&'a str>> {
-    let v: Vec<&str> = value.split('+').map(str::trim).filter(|s| !s.is_empty()).collect();
-    match v.iter().find(|n| parse_method(n).is_none() || n.contains(':')) {
+    let v: Vec<&str> = value
+        .split('+')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    match v
+        .iter()
+        .find(|n| parse_method(n).is_none() || n.contains(':'))
+    {
         Some(n) => Err(bad(
             spec,
             &format!("{key}={value}"),
@@ -54,16 +69,25 @@ fn names<'a>(spec: &SubstrateSpec, key: &str, value: &'a str) -> Result<Vec<&'a 
 /// Checks a `router` spec (loads and validates its policy file).
 pub fn check(spec: &SubstrateSpec) -> Result<()> {
     spec.only(SETTINGS)?;
-    names(spec, "members", spec.get("members").unwrap_or(DEFAULT_MEMBERS))?;
+    names(
+        spec,
+        "members",
+        spec.get("members").unwrap_or(DEFAULT_MEMBERS),
+    )?;
     if let Some(p) = spec.get("policy") {
-        PolicyFile::load(Path::new(p)).map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
+        PolicyFile::load(Path::new(p))
+            .map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
     }
     spec.parse_setting::<bool>("signals")?;
     spec.parse_setting::<f64>("agreement")?;
     spec.parse_setting::<f64>("margin")?;
     if let Some(c) = spec.get("compose") {
         if names(spec, "compose", c)?.len() != 2 {
-            return Err(bad(spec, &format!("compose={c}"), "name exactly two members, first+second"));
+            return Err(bad(
+                spec,
+                &format!("compose={c}"),
+                "name exactly two members, first+second",
+            ));
         }
     }
     spec.parse_setting::<f64>("share")?;
@@ -94,9 +118,11 @@ pub fn build_router(
     }
     let to_core = |e: submem_core::Error| bad(spec, &spec.to_string(), e.to_string());
     let mut router =
-        RoutedSubstrate::new(members, RoutingPolicy::default(), services.tokens.clone()).map_err(to_core)?;
+        RoutedSubstrate::new(members, RoutingPolicy::default(), services.tokens.clone())
+            .map_err(to_core)?;
     if let Some(p) = spec.get("policy") {
-        let file = PolicyFile::load(Path::new(p)).map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
+        let file = PolicyFile::load(Path::new(p))
+            .map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
         router = router.with_fitted(file);
     }
     if spec.parse_setting::<bool>("signals")?.unwrap_or(false) {
@@ -111,7 +137,10 @@ pub fn build_router(
     }
     if let Some(c) = spec.get("compose") {
         let pair = names(spec, "compose", c)?;
-        let (Some(a), Some(b)) = (pair.first().and_then(|n| parse_method(n)), pair.get(1).and_then(|n| parse_method(n))) else {
+        let (Some(a), Some(b)) = (
+            pair.first().and_then(|n| parse_method(n)),
+            pair.get(1).and_then(|n| parse_method(n)),
+        ) else {
             return Err(bad(spec, &format!("compose={c}"), "name two members"));
         };
         let share = spec.parse_setting("share")?.unwrap_or(DEFAULT_SHARE);
@@ -133,7 +162,10 @@ mod tests {
     fn router_specs_are_checked_and_built_from_registry_members() {
         let services = submem_core::test_utils::test_services(None);
         let r = Registry
-            .build(&spec("router:members=m2+m10,compose=m2+m10,share=0.4"), services.clone())
+            .build(
+                &spec("router:members=m2+m10,compose=m2+m10,share=0.4"),
+                services.clone(),
+            )
             .unwrap();
         assert_eq!(r.info().name, "routed(M2,M10)");
         assert!(Registry.build(&spec("routed"), services).is_ok());

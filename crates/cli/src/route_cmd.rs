@@ -23,7 +23,9 @@ use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::{Dataset, DatasetKind};
 use submem_core::{Embedder, Namespace, Query, Regime, Services, Substrate};
 use submem_models::Config;
-use submem_router::{fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, Scores};
+use submem_router::{
+    fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, Scores,
+};
 
 use crate::lazy::LazyEmbedder;
 use crate::route_eval::{self, EvalArgs};
@@ -261,8 +263,12 @@ pub fn policy_table(p: &PolicyFile) -> String {
             c.regime,
             c.depth,
             p.budget_label(c.budget_bucket),
-            c.choice.as_ref().map_or("(rules)", |ch| ch.substrate.as_str()),
-            c.choice.as_ref().map_or("—".into(), |ch| ch.top_k.to_string()),
+            c.choice
+                .as_ref()
+                .map_or("(rules)", |ch| ch.substrate.as_str()),
+            c.choice
+                .as_ref()
+                .map_or("—".into(), |ch| ch.top_k.to_string()),
             best.map_or("—".into(), |e| format!("{:.3}", e.quality)),
             best.map_or("—".into(), |e| e.n.to_string()),
             best.map_or("—".into(), |e| format!("{:.2}", e.p50_ms)),
@@ -275,7 +281,10 @@ pub fn policy_table(p: &PolicyFile) -> String {
 async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyError> {
     let kind = DatasetKind::parse(&a.dataset)?;
     if kind == DatasetKind::Synthetic {
-        return Err("route explain reads a dataset file (--dataset locomo|longmemeval|alfworld|probes)".into());
+        return Err(
+            "route explain reads a dataset file (--dataset locomo|longmemeval|alfworld|probes)"
+                .into(),
+        );
     }
     if !a.data.exists() {
         return Err(format!("data file {} not found", a.data.display()).into());
@@ -299,12 +308,15 @@ async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyErro
     let mut spec = SubstrateSpec::parse("router")?;
     spec.settings.push(("members".into(), a.members.clone()));
     if let Some(p) = &a.policy {
-        spec.settings.push(("policy".into(), p.display().to_string()));
+        spec.settings
+            .push(("policy".into(), p.display().to_string()));
     }
-    spec.settings.push(("signals".into(), a.signals.to_string()));
+    spec.settings
+        .push(("signals".into(), a.signals.to_string()));
     let tokens = config.token_counter()?;
     let cfg = config.clone();
-    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new("embedder", move || cfg.embedder()));
+    let embedder: Arc<dyn Embedder> =
+        Arc::new(LazyEmbedder::new("embedder", move || cfg.embedder()));
     let services = Services {
         llm: None,
         embedder,

@@ -97,7 +97,9 @@ pub fn evaluate(
     let held: Vec<ItemRecord> = items
         .iter()
         .filter(|i| {
-            split.is_none_or(|s| s.is_held_out(&i.key.dataset, &i.key.conversation, &i.key.question_id))
+            split.is_none_or(|s| {
+                s.is_held_out(&i.key.dataset, &i.key.conversation, &i.key.question_id)
+            })
         })
         .cloned()
         .collect();
@@ -107,7 +109,10 @@ pub fn evaluate(
     let budgets: BTreeSet<usize> = held.iter().map(|i| i.key.budget).collect();
     let score = scorer(metric);
     let mut rows = Vec::new();
-    let slices = budgets.iter().map(|b| Some(*b)).chain(std::iter::once(None));
+    let slices = budgets
+        .iter()
+        .map(|b| Some(*b))
+        .chain(std::iter::once(None));
     for budget in slices {
         let sub: Vec<ItemRecord> = held
             .iter()
@@ -177,7 +182,12 @@ pub fn eval_table(rows: &[EvalRow]) -> String {
 pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
     let path = a.out.join("items.jsonl");
     if !path.is_file() {
-        return Err(format!("{} not found: is {} a `submem bench` output directory?", path.display(), a.out.display()).into());
+        return Err(format!(
+            "{} not found: is {} a `submem bench` output directory?",
+            path.display(),
+            a.out.display()
+        )
+        .into());
     }
     let items: Vec<ItemRecord> = read_jsonl(&path)?;
     let policy = a.policy.as_deref().map(PolicyFile::load).transpose()?;
@@ -195,17 +205,30 @@ pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
     };
     let labels: BTreeSet<&str> = items.iter().map(|i| i.key.substrate.as_str()).collect();
     let routers: Vec<String> = if a.router.is_empty() {
-        labels.iter().filter(|l| l.starts_with("router")).map(|l| l.to_string()).collect()
+        labels
+            .iter()
+            .filter(|l| l.starts_with("router"))
+            .map(|l| l.to_string())
+            .collect()
     } else {
         a.router.clone()
     };
     let against: Vec<String> = if a.against.is_empty() {
-        labels.iter().filter(|l| !routers.iter().any(|r| r == *l)).map(|l| l.to_string()).collect()
+        labels
+            .iter()
+            .filter(|l| !routers.iter().any(|r| r == *l))
+            .map(|l| l.to_string())
+            .collect()
     } else {
         a.against.clone()
     };
     if routers.is_empty() || against.is_empty() {
-        return Err(format!("need router and single-substrate runs in {}; it has: {}", a.out.display(), labels.into_iter().collect::<Vec<_>>().join(", ")).into());
+        return Err(format!(
+            "need router and single-substrate runs in {}; it has: {}",
+            a.out.display(),
+            labels.into_iter().collect::<Vec<_>>().join(", ")
+        )
+        .into());
     }
     let rows = evaluate(&items, split, &routers, &against, metric)?;
     if a.json {
@@ -214,7 +237,10 @@ pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
         println!(
             "held-out evaluation on {} ({}), metric {}; ★ = best single substrate at that budget",
             display(&a.out),
-            split.map_or("every item".into(), |s| format!("split seed {}, held-out share {}", s.seed, s.share)),
+            split.map_or("every item".into(), |s| format!(
+                "split seed {}, held-out share {}",
+                s.seed, s.share
+            )),
             metric.name()
         );
         print!("{}", eval_table(&rows));

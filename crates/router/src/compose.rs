@@ -46,7 +46,11 @@ pub fn join_recalls(
     let fits = |r: &Recall| counter.count(&r.text) <= allowance;
     if !fits(&first) {
         // A member broke its share; show the other part alone if it can be.
-        return if fits(&second) { second } else { Recall::empty() };
+        return if fits(&second) {
+            second
+        } else {
+            Recall::empty()
+        };
     }
     let shown = normalize(&first.text);
     let mut seen: HashSet<String> = HashSet::new();

@@ -59,7 +59,12 @@ impl fmt::Display for Explanation {
         let d = &self.decision;
         write!(f, "route: {} (top-k {})", method_name(d.method), d.top_k)?;
         if let Some((m, share)) = d.secondary {
-            write!(f, " + {} (first part {:.0}% of the allowance)", method_name(m), share * 100.0)?;
+            write!(
+                f,
+                " + {} (first part {:.0}% of the allowance)",
+                method_name(m),
+                share * 100.0
+            )?;
         }
         writeln!(f)?;
         let origin = match d.origin {
@@ -120,7 +125,11 @@ impl fmt::Display for Explanation {
                 "  signals:   BM25 margin {}, dense/sparse agreement {} ({})",
                 opt(s.bm25_margin),
                 opt(s.agreement),
-                if self.signals_act { "acting" } else { "shown only" }
+                if self.signals_act {
+                    "acting"
+                } else {
+                    "shown only"
+                }
             ),
         }
     }

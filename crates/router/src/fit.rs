@@ -128,7 +128,9 @@ impl FitSettings {
         let bad = |m: String| Err(RouterError::BadPolicy(m));
         let [a, b] = self.depth_edges;
         if !(a.is_finite() && b.is_finite() && a > 0.0 && a < b) {
-            return bad(format!("depth edges must be positive and ascending, got {a}, {b}"));
+            return bad(format!(
+                "depth edges must be positive and ascending, got {a}, {b}"
+            ));
         }
         if self.budget_edges.windows(2).any(|w| w[0] >= w[1]) {
             return bad(format!(
@@ -140,9 +142,15 @@ impl FitSettings {
             return bad("min_items must be at least 1".into());
         }
         if !(self.quality_margin.is_finite() && self.quality_margin >= 0.0) {
-            return bad(format!("quality margin must be ≥ 0, got {}", self.quality_margin));
+            return bad(format!(
+                "quality margin must be ≥ 0, got {}",
+                self.quality_margin
+            ));
         }
-        if self.latency_cap_ms.is_some_and(|c| !(c.is_finite() && c > 0.0)) {
+        if self
+            .latency_cap_ms
+            .is_some_and(|c| !(c.is_finite() && c > 0.0))
+        {
             return bad("the latency cap must be a positive number of ms".into());
         }
         if self.holdout.is_some_and(|h| !h.is_valid()) {
@@ -263,7 +271,11 @@ pub fn fit(
             .or_insert_with(|| (key, BTreeSet::new(), BTreeMap::new()));
         budgets.insert(o.budget);
         cands.entry((o.spec.as_str(), o.k)).or_default().insert(
-            (o.dataset.clone(), o.conversation.clone(), o.question_id.clone()),
+            (
+                o.dataset.clone(),
+                o.conversation.clone(),
+                o.question_id.clone(),
+            ),
             (q, o.read_seconds),
         );
     }
@@ -302,7 +314,11 @@ fn fit_cell(
     let mut evidence: Vec<Evidence> = cands
         .iter()
         .map(|((spec, k), items)| {
-            let paired: Vec<(f64, f64)> = common.iter().filter_map(|q| items.get(*q)).copied().collect();
+            let paired: Vec<(f64, f64)> = common
+                .iter()
+                .filter_map(|q| items.get(*q))
+                .copied()
+                .collect();
             let n = paired.len();
             let quality = if n == 0 {
                 0.0
@@ -317,7 +333,10 @@ fn fit_cell(
             };
             let excluded = routable(spec).err().or_else(|| {
                 if n < settings.min_items {
-                    Some(format!("{n} paired items < min_items {}", settings.min_items))
+                    Some(format!(
+                        "{n} paired items < min_items {}",
+                        settings.min_items
+                    ))
                 } else {
                     settings
                         .latency_cap_ms
@@ -345,19 +364,25 @@ fn fit_cell(
             .then(a.k.cmp(&b.k))
     };
     evidence.sort_by(rank);
-    let choice = evidence.first().filter(|e| e.excluded.is_none()).map(|best| {
-        let fastest_close = evidence
-            .iter()
-            .filter(|e| e.excluded.is_none() && best.quality - e.quality <= settings.quality_margin)
-            .min_by(|a, b| a.p50_ms.total_cmp(&b.p50_ms).then(rank(a, b)))
-            .unwrap_or(best);
-        let name = fastest_close.spec.split(':').next().unwrap_or("");
-        Choice {
-            substrate: parse_method(name).map_or(name.to_string(), |m| method_name(m).to_string()),
-            top_k: fastest_close.k,
-            compose: None,
-        }
-    });
+    let choice = evidence
+        .first()
+        .filter(|e| e.excluded.is_none())
+        .map(|best| {
+            let fastest_close = evidence
+                .iter()
+                .filter(|e| {
+                    e.excluded.is_none() && best.quality - e.quality <= settings.quality_margin
+                })
+                .min_by(|a, b| a.p50_ms.total_cmp(&b.p50_ms).then(rank(a, b)))
+                .unwrap_or(best);
+            let name = fastest_close.spec.split(':').next().unwrap_or("");
+            Choice {
+                substrate: parse_method(name)
+                    .map_or(name.to_string(), |m| method_name(m).to_string()),
+                top_k: fastest_close.k,
+                compose: None,
+            }
+        });
     Cell {
         regime: key.regime,
         depth: key.depth,

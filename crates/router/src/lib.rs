@@ -78,7 +78,9 @@ pub enum RouterError {
         known: String,
     },
     /// A policy file of another version.
-    #[error("routing policy version {found} is not supported (this build reads version {supported})")]
+    #[error(
+        "routing policy version {found} is not supported (this build reads version {supported})"
+    )]
     UnsupportedVersion {
         /// The file's version.
         found: String,

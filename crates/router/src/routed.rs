@@ -86,10 +86,17 @@ impl RoutedSubstrate {
 
     /// Always composes `first` (under `share` of the allowance) and `second`,
     /// whatever the policy says; for measuring composition.
-    pub fn with_composition(mut self, first: MethodId, second: MethodId, share: f64) -> Result<Self> {
+    pub fn with_composition(
+        mut self,
+        first: MethodId,
+        second: MethodId,
+        share: f64,
+    ) -> Result<Self> {
         for m in [first, second] {
             if !self.members.contains_key(&m) {
-                return Err(RouterError::BadPolicy(format!("composition names {m}, not a member")).into());
+                return Err(
+                    RouterError::BadPolicy(format!("composition names {m}, not a member")).into(),
+                );
             }
         }
         if first == second || !(share > 0.0 && share < 1.0) {
@@ -134,7 +141,10 @@ impl RoutedSubstrate {
             return Ok(Decision {
                 method: first,
                 top_k: query.top_k,
-                reason: format!("always composed with {} at share {share}", method_name(second)),
+                reason: format!(
+                    "always composed with {} at share {share}",
+                    method_name(second)
+                ),
                 depth,
                 secondary: Some((second, share)),
                 origin: Origin::Forced,
@@ -159,7 +169,8 @@ impl RoutedSubstrate {
         let cell = file.cell(&key)?;
         let choice = cell.choice.as_ref()?;
         let method = parse_method(&choice.substrate).filter(|m| self.members.contains_key(m))?;
-        let secondary = compose_of(choice).filter(|(m, _)| self.members.contains_key(m) && *m != method);
+        let secondary =
+            compose_of(choice).filter(|(m, _)| self.members.contains_key(m) && *m != method);
         let best = cell.evidence.iter().find(|e| e.excluded.is_none());
         Some(Decision {
             method,
@@ -192,7 +203,11 @@ impl RoutedSubstrate {
                 None => None,
             });
         }
-        Ok(Signals::measure(recalls[0].as_ref(), recalls[1].as_ref(), k))
+        Ok(Signals::measure(
+            recalls[0].as_ref(),
+            recalls[1].as_ref(),
+            k,
+        ))
     }
 
     /// The decision for `query` after runtime signals, with the signals.
@@ -255,7 +270,11 @@ impl RoutedSubstrate {
             history_tokens,
             budget: query.budget,
             allowance: query.allowance(),
-            members: self.methods().into_iter().map(|m| method_name(m).to_string()).collect(),
+            members: self
+                .methods()
+                .into_iter()
+                .map(|m| method_name(m).to_string())
+                .collect(),
             signals,
             signals_act: self.signals.is_some(),
             cell,

@@ -76,15 +76,34 @@ mod tests {
         assert!((500..700).contains(&held), "{held}");
         assert_eq!(
             s.is_held_out("d", "c", "q1"),
-            HoldoutSplit { seed: 3, share: 0.3 }.is_held_out("d", "c", "q1")
+            HoldoutSplit {
+                seed: 3,
+                share: 0.3
+            }
+            .is_held_out("d", "c", "q1")
         );
-        let other = HoldoutSplit { seed: 4, share: 0.3 };
+        let other = HoldoutSplit {
+            seed: 4,
+            share: 0.3,
+        };
         assert!((0..200).any(|i| {
             let q = format!("q{i}");
             s.is_held_out("d", "c", &q) != other.is_held_out("d", "c", &q)
         }));
-        assert!(!HoldoutSplit { seed: 1, share: 0.0 }.is_held_out("d", "c", "q"));
-        assert!(HoldoutSplit { seed: 1, share: 1.0 }.is_held_out("d", "c", "q"));
-        assert!(!HoldoutSplit { seed: 1, share: 1.5 }.is_valid());
+        assert!(!HoldoutSplit {
+            seed: 1,
+            share: 0.0
+        }
+        .is_held_out("d", "c", "q"));
+        assert!(HoldoutSplit {
+            seed: 1,
+            share: 1.0
+        }
+        .is_held_out("d", "c", "q"));
+        assert!(!HoldoutSplit {
+            seed: 1,
+            share: 1.5
+        }
+        .is_valid());
     }
 }

@@ -15,7 +15,10 @@ fn member_recall(lines: &[(u8, u8, u8)], allowance: usize) -> Recall {
     let mut kept: Vec<String> = Vec::new();
     let mut sources = Vec::new();
     for (id, words, res) in lines {
-        let line = format!("turn{id} {}", vec![format!("w{}", id % 5); *words as usize].join(" "));
+        let line = format!(
+            "turn{id} {}",
+            vec![format!("w{}", id % 5); *words as usize].join(" ")
+        );
         let candidate = if kept.is_empty() {
             line.clone()
         } else {

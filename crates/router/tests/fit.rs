@@ -63,13 +63,22 @@ fn picks_the_best_under_the_latency_cap_per_cell() {
     assert_eq!(p.cells.len(), 2);
     assert_eq!(choice(&p, 2048), ("m2".into(), 10));
     assert_eq!(choice(&p, 8192), ("m10".into(), 10));
-    let cell = p.cell(&p.key_for(Regime::Conversational, 20_000, 2048)).unwrap();
+    let cell = p
+        .cell(&p.key_for(Regime::Conversational, 20_000, 2048))
+        .unwrap();
     assert_eq!(cell.depth, Depth::Moderate);
     assert_eq!(cell.budgets, vec![2048]);
     let flexa = cell.evidence.iter().find(|e| e.spec == "flexa").unwrap();
     assert_eq!((flexa.n, flexa.quality), (10, 1.0));
-    assert!(flexa.excluded.as_deref().unwrap().contains("cap"), "{flexa:?}");
-    let kappa = cell.evidence.iter().find(|e| e.spec == "flexa:kappa=32").unwrap();
+    assert!(
+        flexa.excluded.as_deref().unwrap().contains("cap"),
+        "{flexa:?}"
+    );
+    let kappa = cell
+        .evidence
+        .iter()
+        .find(|e| e.spec == "flexa:kappa=32")
+        .unwrap();
     assert!(kappa.excluded.as_deref().unwrap().contains("settings"));
     assert!(cell.evidence.iter().all(|e| e.spec != "router"));
     let m2 = cell.evidence.iter().find(|e| e.spec == "m2").unwrap();
@@ -94,7 +103,10 @@ fn a_quality_margin_prefers_the_faster_candidate() {
 
 #[test]
 fn held_out_questions_never_shape_the_policy() {
-    let split = HoldoutSplit { seed: 11, share: 0.5 };
+    let split = HoldoutSplit {
+        seed: 11,
+        share: 0.5,
+    };
     let mut v = sample();
     // On held-out questions full context is perfect at 2048; were they used,
     // it would win the cell.
@@ -110,12 +122,18 @@ fn held_out_questions_never_shape_the_policy() {
         ..FitSettings::default()
     };
     let p = fit(&v, &settings, vec![]).unwrap();
-    let cell = p.cell(&p.key_for(Regime::Conversational, 20_000, 2048)).unwrap();
+    let cell = p
+        .cell(&p.key_for(Regime::Conversational, 20_000, 2048))
+        .unwrap();
     let train = (0..10)
         .filter(|q| !split.is_held_out("locomo", "c1", &format!("q{q}")))
         .count();
     assert!(train > 0 && train < 10);
-    assert!(cell.evidence.iter().all(|e| e.n == train), "{:?}", cell.evidence);
+    assert!(
+        cell.evidence.iter().all(|e| e.n == train),
+        "{:?}",
+        cell.evidence
+    );
     let m10 = cell.evidence.iter().find(|e| e.spec == "m10").unwrap();
     assert!(m10.quality < 1.0);
     assert_eq!(p.settings.holdout, Some(split));
@@ -145,7 +163,10 @@ fn the_judge_is_preferred_when_every_substrate_has_it() {
         metric: Some(QualityMetric::Recall),
         ..FitSettings::default()
     };
-    assert_eq!(fit(&v, &forced, vec![]).unwrap().quality_metric, QualityMetric::Recall);
+    assert_eq!(
+        fit(&v, &forced, vec![]).unwrap().quality_metric,
+        QualityMetric::Recall
+    );
 }
 
 #[test]
@@ -163,18 +184,30 @@ fn the_file_round_trips_and_bad_files_are_refused_clearly() {
     assert!(err("{not json").contains("malformed routing policy JSON"));
     assert!(err(r#"{"format":"other","version":1}"#).contains("not a routing policy file"));
     let v2 = json.replacen("\"version\": 1", "\"version\": 2", 1);
-    assert!(err(&v2).contains("version 2 is not supported"), "{}", err(&v2));
+    assert!(
+        err(&v2).contains("version 2 is not supported"),
+        "{}",
+        err(&v2)
+    );
     let unknown = json.replacen("\"substrate\": \"flexa\"", "\"substrate\": \"m99\"", 1);
     let e = err(&unknown);
-    assert!(e.contains("\"m99\"") && e.contains("cell 0") && e.contains("flexa"), "{e}");
+    assert!(
+        e.contains("\"m99\"") && e.contains("cell 0") && e.contains("flexa"),
+        "{e}"
+    );
     let extra = json.replacen("\"cells\"", "\"colour\": 1, \"cells\"", 1);
     assert!(err(&extra).contains("colour"), "{}", err(&extra));
     let unsorted = json.replacen("3072,", "9000,", 1);
     assert!(err(&unsorted).contains("ascending"), "{}", err(&unsorted));
-    let missing = PolicyFile::load(&dir.join("nope.json")).unwrap_err().to_string();
+    let missing = PolicyFile::load(&dir.join("nope.json"))
+        .unwrap_err()
+        .to_string();
     assert!(missing.contains("nope.json"), "{missing}");
     std::fs::write(&path, "[]").unwrap();
     let bad = PolicyFile::load(&path).unwrap_err().to_string();
-    assert!(bad.contains("policy.json") && bad.contains("not a routing policy"), "{bad}");
+    assert!(
+        bad.contains("policy.json") && bad.contains("not a routing policy"),
+        "{bad}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use submem_core::test_utils::test_services;
 use submem_core::testing::{fixture_conversation, run_conformance, ConformanceOptions};
-use submem_core::{Event, MethodId, Namespace, Query, Substrate, Turn};
 use submem_core::Regime;
+use submem_core::{Event, MethodId, Namespace, Query, Substrate, Turn};
 use submem_flat::{DenseConfig, DenseMemory, SparseConfig, SparseMemory};
 use submem_kv::{FullContext, FullContextConfig};
 use submem_router::fitted::{Cell, Choice, Compose, Evidence};
@@ -158,10 +158,15 @@ async fn a_fitted_cell_decides_and_other_cells_fall_back_to_the_rules() {
     let ns = moderate(&r).await;
     let q = Query::question(ns.clone(), "Who is my violin teacher?", 2048);
     let d = r.decide(&q).unwrap();
-    assert_eq!((d.method, d.top_k, d.origin), (MethodId::M10, 3, Origin::Fitted));
+    assert_eq!(
+        (d.method, d.top_k, d.origin),
+        (MethodId::M10, 3, Origin::Fitted)
+    );
     assert!(d.reason.contains("coverage 0.625"), "{}", d.reason);
     // 8192 is in another budget bucket, for which the file has no cell.
-    let d = r.decide(&Query::question(ns.clone(), "Who?", 8192)).unwrap();
+    let d = r
+        .decide(&Query::question(ns.clone(), "Who?", 8192))
+        .unwrap();
     assert_eq!(d.origin, Origin::Rule);
     // A cell naming a substrate that is not a member falls back too.
     let r = routed().with_fitted(policy("flexa", None));
@@ -174,11 +179,17 @@ async fn a_fitted_cell_decides_and_other_cells_fall_back_to_the_rules() {
 async fn composed_reads_share_the_budget_and_show_each_turn_once() {
     let r = routed().with_fitted(policy("m2", Some(("m10", 0.5))));
     let ns = moderate(&r).await;
-    let q = Query::question(ns.clone(), "Who is my violin teacher?", 2048).with_fixed_prompt_tokens(50);
+    let q =
+        Query::question(ns.clone(), "Who is my violin teacher?", 2048).with_fixed_prompt_tokens(50);
     let d = r.decide(&q).unwrap();
     assert_eq!(d.secondary, Some((MethodId::M10, 0.5)));
     let recall = r.read(&q).await.unwrap();
-    assert!(recall.tokens <= q.allowance(), "{} > {}", recall.tokens, q.allowance());
+    assert!(
+        recall.tokens <= q.allowance(),
+        "{} > {}",
+        recall.tokens,
+        q.allowance()
+    );
     assert!(recall.text.contains("zanzibarite"));
     // Full context fills the rest with the newest turns, beyond BM25's half.
     assert!(recall.tokens > q.allowance() / 2, "{}", recall.tokens);
@@ -187,39 +198,65 @@ async fn composed_reads_share_the_budget_and_show_each_turn_once() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), n, "a source reported twice");
-    let lines: Vec<&str> = recall.text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = recall
+        .text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     let unique: std::collections::HashSet<&&str> = lines.iter().collect();
     assert_eq!(unique.len(), lines.len(), "a line shown twice");
 
     // Forced composition via the builder, and its validation.
-    let forced = routed().with_composition(MethodId::M10, MethodId::M2, 0.3).unwrap();
+    let forced = routed()
+        .with_composition(MethodId::M10, MethodId::M2, 0.3)
+        .unwrap();
     let ns = moderate(&forced).await;
     let q = Query::question(ns, "Who is my violin teacher?", 2048);
     assert_eq!(forced.decide(&q).unwrap().origin, Origin::Forced);
     let recall = forced.read(&q).await.unwrap();
     assert!(recall.tokens <= q.allowance());
-    assert!(routed().with_composition(MethodId::M2, MethodId::FlexAMem, 0.5).is_err());
-    assert!(routed().with_composition(MethodId::M2, MethodId::M10, 1.0).is_err());
+    assert!(routed()
+        .with_composition(MethodId::M2, MethodId::FlexAMem, 0.5)
+        .is_err());
+    assert!(routed()
+        .with_composition(MethodId::M2, MethodId::M10, 1.0)
+        .is_err());
 }
 
 #[tokio::test]
 async fn confident_signals_send_the_read_to_bm25() {
-    let lenient = SignalSettings::default().with_min_agreement(0.0).with_min_margin(0.0);
-    let r = with_dense().with_fitted(policy("m10", None)).with_signals(lenient);
+    let lenient = SignalSettings::default()
+        .with_min_agreement(0.0)
+        .with_min_margin(0.0);
+    let r = with_dense()
+        .with_fitted(policy("m10", None))
+        .with_signals(lenient);
     let ns = moderate(&r).await;
     // Rare terms (one turn) and common ones (every filler turn): BM25 has a
     // clear best hit and many runners-up.
-    let q = Query::question(ns.clone(), "violin teacher zanzibarite gardens rivers", 2048);
+    let q = Query::question(
+        ns.clone(),
+        "violin teacher zanzibarite gardens rivers",
+        2048,
+    );
     let e = r.explain(&q).await.unwrap();
     let s = e.signals.unwrap();
     assert!(s.agreement.is_some() && s.bm25_margin.is_some(), "{s:?}");
-    assert_eq!((e.decision.method, e.decision.origin), (MethodId::M2, Origin::Signal));
+    assert_eq!(
+        (e.decision.method, e.decision.origin),
+        (MethodId::M2, Origin::Signal)
+    );
     assert!(r.read(&q).await.unwrap().text.contains("zanzibarite"));
     // Impossible thresholds never act.
     let strict = SignalSettings::default().with_min_agreement(1.1);
-    let r = with_dense().with_fitted(policy("m10", None)).with_signals(strict);
+    let r = with_dense()
+        .with_fitted(policy("m10", None))
+        .with_signals(strict);
     let ns = moderate(&r).await;
-    let e = r.explain(&Query::question(ns, "Who is my violin teacher?", 2048)).await.unwrap();
+    let e = r
+        .explain(&Query::question(ns, "Who is my violin teacher?", 2048))
+        .await
+        .unwrap();
     assert_eq!(e.decision.origin, Origin::Fitted);
 }
 
@@ -228,7 +265,11 @@ async fn explanations_name_the_cell_its_evidence_and_the_signals() {
     let r = routed().with_fitted(policy("m10", None));
     let ns = moderate(&r).await;
     let e = r
-        .explain(&Query::question(ns.clone(), "Who is my violin teacher?", 2048))
+        .explain(&Query::question(
+            ns.clone(),
+            "Who is my violin teacher?",
+            2048,
+        ))
         .await
         .unwrap();
     let text = e.to_string();
@@ -253,6 +294,9 @@ async fn explanations_name_the_cell_its_evidence_and_the_signals() {
     // Without a fitted policy the rules are named.
     let plain = routed();
     let ns = moderate(&plain).await;
-    let e = plain.explain(&Query::question(ns, "Who?", 2048)).await.unwrap();
+    let e = plain
+        .explain(&Query::question(ns, "Who?", 2048))
+        .await
+        .unwrap();
     assert!(e.to_string().contains("paper-derived rule"), "{e}");
 }
