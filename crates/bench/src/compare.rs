@@ -76,8 +76,12 @@ fn key(i: &ItemRecord) -> PairKey {
     )
 }
 
-/// Compares substrates `a` and `b` over `items`.
-pub fn compare(items: &[ItemRecord], a: &str, b: &str) -> Result<Comparison> {
+/// A per-item score (`None` where undefined).
+pub type Scorer = fn(&ItemRecord) -> Option<f64>;
+
+type Pairs<'a> = Vec<(&'a ItemRecord, &'a ItemRecord)>;
+
+fn pair_items<'a>(items: &'a [ItemRecord], a: &str, b: &str) -> Result<Pairs<'a>> {
     let side = |name: &str| -> HashMap<PairKey, &ItemRecord> {
         items
             .iter()
@@ -100,7 +104,7 @@ pub fn compare(items: &[ItemRecord], a: &str, b: &str) -> Result<Comparison> {
             )));
         }
     }
-    let mut pairs: Vec<(&ItemRecord, &ItemRecord)> = sa
+    let mut pairs: Pairs<'a> = sa
         .iter()
         .filter_map(|(k, x)| sb.get(k).map(|y| (*x, *y)))
         .collect();
@@ -110,7 +114,12 @@ pub fn compare(items: &[ItemRecord], a: &str, b: &str) -> Result<Comparison> {
             "{a} and {b} share no items (same questions, budget and k)"
         )));
     }
-    type Scorer = fn(&ItemRecord) -> Option<f64>;
+    Ok(pairs)
+}
+
+/// Compares substrates `a` and `b` over `items`.
+pub fn compare(items: &[ItemRecord], a: &str, b: &str) -> Result<Comparison> {
+    let pairs = pair_items(items, a, b)?;
     let judge: Scorer = |i| i.judge.map(|j| f64::from(u8::from(j)));
     let subem: Scorer = |i| i.sub_em;
     let recall: Scorer = |i| i.recall_at_k;
@@ -124,10 +133,39 @@ pub fn compare(items: &[ItemRecord], a: &str, b: &str) -> Result<Comparison> {
                 > 0
         })
         .ok_or_else(|| BenchError::InvalidOption("no metric is defined on both sides".into()))?;
+    finish(a, b, metric, score, &pairs)
+}
+
+/// Compares `a` and `b` on a given per-item score named `metric` (e.g.
+/// evidence coverage, which P6 overstates for record-listing substrates);
+/// an item counts as a success for McNemar when its score is 1.
+pub fn compare_on(
+    items: &[ItemRecord],
+    a: &str,
+    b: &str,
+    metric: &'static str,
+    score: Scorer,
+) -> Result<Comparison> {
+    let pairs = pair_items(items, a, b)?;
+    finish(a, b, metric, score, &pairs)
+}
+
+fn finish(
+    a: &str,
+    b: &str,
+    metric: &'static str,
+    score: Scorer,
+    pairs: &Pairs<'_>,
+) -> Result<Comparison> {
     let scored: Vec<(f64, f64)> = pairs
         .iter()
         .filter_map(|(x, y)| Some((score(x)?, score(y)?)))
         .collect();
+    if scored.is_empty() {
+        return Err(BenchError::InvalidOption(format!(
+            "{metric} is not defined on both sides of any pair"
+        )));
+    }
     let xa: Vec<f64> = scored.iter().map(|p| p.0).collect();
     let xb: Vec<f64> = scored.iter().map(|p| p.1).collect();
     let ba: Vec<bool> = xa.iter().map(|v| *v >= 1.0 - 1e-9).collect();

@@ -9,7 +9,8 @@
 //!   JSONL format and a seeded synthetic generator (100 to 1,000,000 units,
 //!   streamed), all loaded into the same [`Dataset`];
 //! - [`registry`]: substrates built by name (`m1`, `m2`, `m10`,
-//!   `flexa:ranking=hybrid,kappa=64`, and the `nomem` / `recent` baselines);
+//!   `flexa:ranking=hybrid,kappa=64`, the `nomem` / `recent` baselines, and
+//!   `router:policy=policy.json` over registry-built members);
 //! - [`runner`]: per substrate × conversation a fresh instance metered by its
 //!   own [`submem_core::Meter`]; write in session batches, manage, then read
 //!   every (question, budget, k) — one write per budget/k sweep; the recall
@@ -65,6 +66,7 @@ pub mod registry_raptor;
 mod registry_refine;
 mod registry_kv;
 pub mod registry_lora;
+pub mod registry_router;
 pub mod report;
 pub mod runner;
 pub mod summary;

@@ -19,6 +19,7 @@
 //! | `m9` | `lora`, `adapter` | [`submem_lora::LoraMemory`] (LoRA on SmolLM2, needs the local weights) | `rank`, `alpha`, `epochs`, `batch`, `lr`, `max_seq_tokens`, `chunk_tokens`, `pairs`, `serve_stale`, `context`, `gguf` |
 //! | `nomem` | `none` | [`NoMemory`], the paper's no-memory row | — |
 //! | `recent` | `window` | [`RecentWindow`], newest events that fit | — |
+//! | `router` | `routed` | [`submem_router::RoutedSubstrate`] over registry-built members | `policy`, `members`, `signals`, `agreement`, `margin`, `compose`, `share` ([`crate::registry_router`]) |
 //!
 //! Settings follow a colon as comma-separated `key=value` pairs. In a list,
 //! a piece with `=` but no `:` continues the previous substrate's settings, so
@@ -201,6 +202,7 @@ impl Registry {
             "m9" | "lora" | "adapter" => "m9",
             "nomem" | "none" | "no-memory" => "nomem",
             "recent" | "window" => "recent",
+            "router" | "routed" => "router",
             _ => return None,
         })
     }
@@ -232,6 +234,7 @@ impl SubstrateFactory for Registry {
             "m9 (lora, adapter)",
             "nomem (none)",
             "recent (window)",
+            "router (routed)",
         ]
         .map(String::from)
         .to_vec()
@@ -252,6 +255,7 @@ impl SubstrateFactory for Registry {
             Some("m8") => registry_refine::skill_config(spec).map(|_| ()),
             Some("m11") => epicache_config(spec).map(|_| ()),
             Some("m9") => crate::registry_lora::lora_config(spec).map(|_| ()),
+            Some("router") => crate::registry_router::check(spec),
             Some(_) => spec.only(&[]),
             None => Err(self.unknown(spec)),
         }
@@ -275,6 +279,7 @@ impl SubstrateFactory for Registry {
             Some("m9") => crate::registry_lora::build_lora(spec, services)?,
             Some("nomem") => Arc::new(NoMemory),
             Some("recent") => Arc::new(RecentWindow::new(services.tokens.clone())),
+            Some("router") => crate::registry_router::build(self, spec, services)?,
             _ => return Err(self.unknown(spec)),
         })
     }

@@ -7,12 +7,17 @@
 //!              --budget 2048,4096 --k 5,10 --reader none --out runs/locomo
 //! submem models fetch | check
 //! submem compare --out runs/locomo m2 flexa
+//! submem route fit --from runs/locomo --holdout-seed 7 --out policy.json
+//! submem route explain --policy policy.json --data locomo10.json --budget 2048
+//! submem route eval --out runs/locomo-router --policy policy.json
 //! ```
 //!
 //! Errors print as a readable chain on stderr with a non-zero exit code.
 
 mod bench_cmd;
 mod lazy;
+mod route_cmd;
+mod route_eval;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -60,6 +65,11 @@ enum Command {
         a: String,
         /// Second substrate.
         b: String,
+    },
+    /// Routing: fit a policy from bench outputs, explain a decision, evaluate on held-out questions.
+    Route {
+        #[command(subcommand)]
+        action: route_cmd::RouteCommand,
     },
 }
 
@@ -140,6 +150,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
             print!("{check}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Route { action } => route_cmd::run(action, config).await,
         Command::Compare { out, a, b } => {
             let path = out.join("items.jsonl");
             if !path.exists() {

@@ -7,6 +7,16 @@
 //! substrates behind one [`RoutedSubstrate`], which writes to all of them and
 //! reads each query from the one the policy picks.
 //!
+//! The rules are the default. A **fitted** policy ([`PolicyFile`], written by
+//! `submem route fit` from `submem bench` outputs through [`fit::fit`])
+//! replaces them per cell (regime × history depth × budget) with the
+//! substrate and top-k that measured best on held-out-free training
+//! questions ([`HoldoutSplit`]), keeping the evidence in the file; cells
+//! without data fall back to the rules. Optional runtime [`Signals`] (BM25
+//! top-score margin, dense/sparse agreement) may override a choice; a cell
+//! may split its budget between two members ([`compose`]);
+//! [`RoutedSubstrate::explain`] says why a query went where it went.
+//!
 //! ```
 //! use submem_core::{MethodId, Regime};
 //! use submem_router::{RoutingPolicy, RoutingSignal};
@@ -19,11 +29,22 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod compose;
+pub mod explain;
+pub mod fit;
+pub mod fitted;
 pub mod policy;
 pub mod routed;
+pub mod signals;
+pub mod split;
 
-pub use policy::{Decision, Depth, RoutingPolicy, RoutingSignal, Rule};
+pub use explain::{CellExplanation, Explanation};
+pub use fit::{fit, FitSettings, Observation, Scores};
+pub use fitted::{method_name, parse_method, CellKey, PolicyFile, QualityMetric};
+pub use policy::{Decision, Depth, Origin, RoutingPolicy, RoutingSignal, Rule};
 pub use routed::RoutedSubstrate;
+pub use signals::{SignalSettings, Signals};
+pub use split::HoldoutSplit;
 
 use submem_core::MethodId;
 
@@ -43,6 +64,48 @@ pub enum RouterError {
     /// No rule names an available member.
     #[error("no routing rule names an available substrate for a {0} query")]
     NoRoute(String),
+    /// A policy file or fit setting breaks an invariant.
+    #[error("invalid routing policy: {0}")]
+    BadPolicy(String),
+    /// A policy file names a substrate the router does not know.
+    #[error("unknown substrate {name:?} in {at}; known: {known}")]
+    UnknownSubstrate {
+        /// The name.
+        name: String,
+        /// Where in the file.
+        at: String,
+        /// Known names.
+        known: String,
+    },
+    /// A policy file of another version.
+    #[error(
+        "routing policy version {found} is not supported (this build reads version {supported})"
+    )]
+    UnsupportedVersion {
+        /// The file's version.
+        found: String,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// Malformed JSON.
+    #[error("malformed routing policy JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// A policy file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An error in a named file.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: Box<RouterError>,
+    },
 }
 
 impl From<RouterError> for submem_core::Error {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use submem_core::{MethodId, Regime};
 
 /// How deep a namespace's history is, relative to the query's allowance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Depth {
     /// The whole history fits the allowance.
@@ -66,8 +66,22 @@ pub struct Rule {
     pub reason: String,
 }
 
+/// What made a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// A paper-derived rule of [`RoutingPolicy`].
+    Rule,
+    /// A cell of a fitted [`crate::PolicyFile`].
+    Fitted,
+    /// A runtime signal overrode the cell or rule.
+    Signal,
+    /// The router was built to always compose two members.
+    Forced,
+}
+
 /// A routing decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Decision {
     /// The substrate to read from.
     pub method: MethodId,
@@ -75,8 +89,12 @@ pub struct Decision {
     pub top_k: usize,
     /// The rule's reason.
     pub reason: String,
-    /// The depth the history was judged to have.
+    /// The depth the history was judged to have (by the rules' bands).
     pub depth: Depth,
+    /// A second member sharing the budget, with the first member's share.
+    pub secondary: Option<(MethodId, f64)>,
+    /// What made the decision.
+    pub origin: Origin,
 }
 
 /// Ordered rules; the first that matches and names an available substrate wins.
@@ -166,6 +184,8 @@ impl RoutingPolicy {
                         top_k: r.top_k,
                         reason: r.reason.clone(),
                         depth,
+                        secondary: None,
+                        origin: Origin::Rule,
                     })
             })
     }

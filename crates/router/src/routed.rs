@@ -1,6 +1,9 @@
 //! [`RoutedSubstrate`]: several substrates behind one [`Substrate`]. Writes,
 //! management, persistence and forgetting fan out to every member; each read
-//! goes to the member the [`RoutingPolicy`] picks for that query.
+//! goes to the member a fitted [`PolicyFile`] cell picks for that query, or,
+//! for cells without data, the paper-derived [`RoutingPolicy`]. Optional
+//! runtime [`Signals`] may override the choice, and a choice may split the
+//! budget with a second member ([`crate::compose`]).
 
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +16,11 @@ use submem_core::{
     Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
 };
 
-use crate::policy::{Decision, RoutingPolicy, RoutingSignal};
+use crate::compose::{first_share, join_recalls, second_share};
+use crate::explain::{CellExplanation, Explanation};
+use crate::fitted::{compose_of, method_name, parse_method, PolicyFile};
+use crate::policy::{Decision, Origin, RoutingPolicy, RoutingSignal};
+use crate::signals::{SignalSettings, Signals};
 use crate::RouterError;
 
 const MANIFEST_NAME: &str = "Routed";
@@ -25,6 +32,9 @@ const STATE_FILE: &str = "router-state.json";
 pub struct RoutedSubstrate {
     members: BTreeMap<MethodId, Arc<dyn Substrate>>,
     policy: RoutingPolicy,
+    fitted: Option<PolicyFile>,
+    signals: Option<SignalSettings>,
+    forced: Option<(MethodId, MethodId, f64)>,
     tokens: Arc<dyn TokenCounter>,
     history_tokens: RwLock<HashMap<Namespace, u64>>,
 }
@@ -53,9 +63,55 @@ impl RoutedSubstrate {
         Ok(RoutedSubstrate {
             members: map,
             policy,
+            fitted: None,
+            signals: None,
+            forced: None,
             tokens,
             history_tokens: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// Routes by a fitted policy first; the rules decide cells it has no
+    /// (available) choice for.
+    pub fn with_fitted(mut self, policy: PolicyFile) -> Self {
+        self.fitted = Some(policy);
+        self
+    }
+
+    /// Lets runtime signals override the choice (see [`crate::signals`]).
+    pub fn with_signals(mut self, settings: SignalSettings) -> Self {
+        self.signals = Some(settings);
+        self
+    }
+
+    /// Always composes `first` (under `share` of the allowance) and `second`,
+    /// whatever the policy says; for measuring composition.
+    pub fn with_composition(
+        mut self,
+        first: MethodId,
+        second: MethodId,
+        share: f64,
+    ) -> Result<Self> {
+        for m in [first, second] {
+            if !self.members.contains_key(&m) {
+                return Err(
+                    RouterError::BadPolicy(format!("composition names {m}, not a member")).into(),
+                );
+            }
+        }
+        if first == second || !(share > 0.0 && share < 1.0) {
+            return Err(RouterError::BadPolicy(
+                "composition needs two different members and a share in (0, 1)".into(),
+            )
+            .into());
+        }
+        self.forced = Some((first, second, share));
+        Ok(self)
+    }
+
+    /// The fitted policy, if any.
+    pub fn fitted(&self) -> Option<&PolicyFile> {
+        self.fitted.as_ref()
     }
 
     /// The methods composed.
@@ -71,17 +127,196 @@ impl RoutedSubstrate {
             .unwrap_or(0)
     }
 
-    /// What the router would do with `query`.
+    /// What the router would do with `query`, before runtime signals.
     pub fn decide(&self, query: &Query) -> Result<Decision> {
+        let history_tokens = self.history_tokens(&query.namespace);
         let signal = RoutingSignal {
             regime: query.regime,
-            history_tokens: self.history_tokens(&query.namespace),
+            history_tokens,
             allowance: query.allowance(),
             budget: query.budget,
         };
+        let depth = self.policy.depth(&signal);
+        if let Some((first, second, share)) = self.forced {
+            return Ok(Decision {
+                method: first,
+                top_k: query.top_k,
+                reason: format!(
+                    "always composed with {} at share {share}",
+                    method_name(second)
+                ),
+                depth,
+                secondary: Some((second, share)),
+                origin: Origin::Forced,
+            });
+        }
+        if let Some(d) = self.fitted_decision(query, history_tokens, depth) {
+            return Ok(d);
+        }
         self.policy
             .decide(&signal, &self.methods())
             .ok_or_else(|| RouterError::NoRoute(query.regime.to_string()).into())
+    }
+
+    fn fitted_decision(
+        &self,
+        query: &Query,
+        history_tokens: u64,
+        depth: crate::Depth,
+    ) -> Option<Decision> {
+        let file = self.fitted.as_ref()?;
+        let key = file.key_for(query.regime, history_tokens, query.budget);
+        let cell = file.cell(&key)?;
+        let choice = cell.choice.as_ref()?;
+        let method = parse_method(&choice.substrate).filter(|m| self.members.contains_key(m))?;
+        let secondary =
+            compose_of(choice).filter(|(m, _)| self.members.contains_key(m) && *m != method);
+        let best = cell.evidence.iter().find(|e| e.excluded.is_none());
+        Some(Decision {
+            method,
+            top_k: choice.top_k,
+            reason: match best {
+                Some(e) => format!(
+                    "fitted cell: best {} {:.3} over {} items, p50 {:.2} ms ({} k={})",
+                    file.quality_metric.name(),
+                    e.quality,
+                    e.n,
+                    e.p50_ms,
+                    e.spec,
+                    e.k
+                ),
+                None => "fitted cell".into(),
+            },
+            depth,
+            secondary,
+            origin: Origin::Fitted,
+        })
+    }
+
+    /// Probe reads for the signals (BM25 and dense members, if present).
+    async fn measure_signals(&self, query: &Query, k: usize) -> Result<Signals> {
+        let probe = query.clone().with_top_k(k);
+        let mut recalls = Vec::new();
+        for method in [MethodId::M2, MethodId::M1] {
+            recalls.push(match self.members.get(&method) {
+                Some(m) => Some(m.read(&probe).await?),
+                None => None,
+            });
+        }
+        Ok(Signals::measure(
+            recalls[0].as_ref(),
+            recalls[1].as_ref(),
+            k,
+        ))
+    }
+
+    /// The decision for `query` after runtime signals, with the signals.
+    async fn decide_with_signals(&self, query: &Query) -> Result<(Decision, Option<Signals>)> {
+        let mut decision = self.decide(query)?;
+        let Some(settings) = self.signals else {
+            return Ok((decision, None));
+        };
+        if decision.origin == Origin::Forced {
+            return Ok((decision, None));
+        }
+        let signals = self.measure_signals(query, settings.k).await?;
+        if signals.confident(&settings)
+            && self.members.contains_key(&settings.confident)
+            && decision.method != settings.confident
+        {
+            decision = Decision {
+                method: settings.confident,
+                reason: format!(
+                    "signals: dense/sparse agreement ≥ {} and BM25 margin ≥ {} (was {})",
+                    settings.min_agreement,
+                    settings.min_margin,
+                    method_name(decision.method)
+                ),
+                secondary: None,
+                origin: Origin::Signal,
+                ..decision
+            };
+        }
+        Ok((decision, Some(signals)))
+    }
+
+    /// Why `query` goes where it goes: the buckets, the fitted cell and its
+    /// evidence, the signals (measured whenever a BM25 member exists, even
+    /// when they are not configured to act) and the decision.
+    pub async fn explain(&self, query: &Query) -> Result<Explanation> {
+        query.validate()?;
+        let (decision, applied) = self.decide_with_signals(query).await?;
+        let signals = match applied {
+            Some(s) => Some(s),
+            None if self.members.contains_key(&MethodId::M2) => Some(
+                self.measure_signals(query, self.signals.unwrap_or_default().k)
+                    .await?,
+            ),
+            None => None,
+        };
+        let history_tokens = self.history_tokens(&query.namespace);
+        let cell = self.fitted.as_ref().map(|f| {
+            let key = f.key_for(query.regime, history_tokens, query.budget);
+            CellExplanation {
+                key,
+                budget_range: f.budget_label(key.budget_bucket),
+                depth_ratio: history_tokens as f64 / query.budget.max(1) as f64,
+                quality_metric: f.quality_metric,
+                cell: f.cell(&key).cloned(),
+            }
+        });
+        Ok(Explanation {
+            regime: query.regime,
+            history_tokens,
+            budget: query.budget,
+            allowance: query.allowance(),
+            members: self
+                .methods()
+                .into_iter()
+                .map(|m| method_name(m).to_string())
+                .collect(),
+            signals,
+            signals_act: self.signals.is_some(),
+            cell,
+            decision,
+        })
+    }
+
+    async fn read_member(&self, method: MethodId, query: &Query) -> Result<Recall> {
+        let member = self
+            .members
+            .get(&method)
+            .ok_or(RouterError::NoRoute(query.regime.to_string()))?;
+        member.read(query).await
+    }
+
+    /// Reads `decision.method` under its share of the allowance and the
+    /// second member under the rest, then joins them.
+    async fn read_composed(
+        &self,
+        query: &Query,
+        decision: &Decision,
+        second: MethodId,
+        share: f64,
+    ) -> Result<Recall> {
+        let allowance = query.allowance();
+        let filled = query.filled_budget();
+        let under = |a: usize| {
+            query
+                .clone()
+                .with_top_k(decision.top_k)
+                .with_fixed_prompt_tokens(filled - a.min(filled))
+        };
+        let first = self
+            .read_member(decision.method, &under(first_share(allowance, share)))
+            .await?;
+        let rest = second_share(allowance, first.tokens, self.tokens.as_ref());
+        let second = if rest == 0 {
+            Recall::empty()
+        } else {
+            self.read_member(second, &under(rest)).await?
+        };
+        Ok(join_recalls(first, second, allowance, self.tokens.as_ref()))
     }
 
     fn member_dir(dir: &Path, method: MethodId) -> std::path::PathBuf {
@@ -133,13 +368,15 @@ impl Substrate for RoutedSubstrate {
 
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
-        let decision = self.decide(query)?;
+        let (decision, _) = self.decide_with_signals(query).await?;
         tracing::debug!(method = %decision.method, top_k = decision.top_k, reason = %decision.reason, "routed read");
-        let member = self
-            .members
-            .get(&decision.method)
-            .ok_or(RouterError::NoRoute(query.regime.to_string()))?;
-        member.read(&query.clone().with_top_k(decision.top_k)).await
+        match decision.secondary {
+            Some((second, share)) => self.read_composed(query, &decision, second, share).await,
+            None => {
+                self.read_member(decision.method, &query.clone().with_top_k(decision.top_k))
+                    .await
+            }
+        }
     }
 
     async fn manage(&self) -> Result<ManageReport> {
