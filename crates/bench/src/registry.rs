@@ -12,7 +12,8 @@
 //! | `m7` | `strategies`, `reasoningbank` | [`submem_refine::StrategyBank`] (distilled strategies) | `top_k`, `max_strategies`, `merge_threshold`, `rule_tokens`, `trajectory_tokens` |
 //! | `m8` | `skills`, `memskill` | [`submem_refine::SkillBundles`] (skill bundles) | `bundle_size`, `join_threshold`, `max_bundles`, `merge_threshold`, `rule_tokens` |
 //! | `m10` | `full` | [`submem_kv::FullContext`] | — |
-//! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
+//! | `flexa-paper` | — | FlexA-Mem as the paper writes it ([`submem_flexamem::FlexaConfig::paper`]) | as `flexa` |
+//! | `flexa` | `flexamem`, `flexa-mem` | [`submem_flexamem::FlexaMem`] | `kappa`, `e` (excerpt tokens), `seeds` (alias `k`), `lambda`, `rho` (both modes), `piece_rho`, `mode=auto\|unit\|piece`, `ranking=bm25\|dense\|hybrid` (both modes), `piece_ranking`, `unit_tokens`, `agent_unit_tokens`, `links`, `merge_group`, `record_words`, `join=true\|false` |
 //! | `m5` | `graph`, `lightrag` | [`submem_graph::GraphMemory`] (entity–relation graph + dense chunks, RRF) | see [`crate::registry_graph`] |
 //! | `m6` | `raptor`, `tree` | [`submem_raptor::Raptor`] (leaves + GMM-clustered summaries, collapsed-tree read) | `leaf_tokens`, `dims`, `threshold`, `max_clusters`, `bic_sample`, `cluster_tokens`, `depth`, `min_nodes`, `summarizer=llm\|extractive`, `summary_tokens`, `summary_words`, `rebuild_fraction`, `drift_growth`, `dedup`, `fill=true\|false` |
 //! | `m11` | `epicache`, `episodes` | [`submem_kv::EpiCache`] (k-means episodes, 25 % kept; KV caches prefilled with the memory LLM when it is local, and served as the recall's reader) | `k` (episodes), `segment`, `keep`, `kv_cache=true\|false`, `runs` |
@@ -32,7 +33,6 @@ use submem_core::{Services, Substrate};
 use submem_flat::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
 use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
 use submem_gist::{GistConfig, GistIndex};
-use submem_kv::{FullContext, FullContextConfig};
 use submem_kv::{EpiCache, FullContext, FullContextConfig};
 
 use crate::registry_kv::epicache_config;
@@ -197,6 +197,7 @@ impl Registry {
             "m10" | "full" | "full-context" => "m10",
             "m11" | "epicache" | "episodes" => "m11",
             "flexa" | "flexamem" | "flexa-mem" => "flexa",
+            "flexa-paper" => "flexa-paper",
             "m5" | "graph" | "lightrag" => "m5",
             "m6" | "raptor" | "tree" => "m6",
             "m9" | "lora" | "adapter" => "m9",
@@ -229,6 +230,7 @@ impl SubstrateFactory for Registry {
             "m10 (full)",
             "m11 (epicache, episodes)",
             "flexa (flexamem)",
+            "flexa-paper",
             "m5 (graph, lightrag)",
             "m6 (raptor, tree)",
             "m9 (lora, adapter)",
@@ -246,7 +248,8 @@ impl SubstrateFactory for Registry {
             Some("m1-fill") => dense_config(spec, true).map(|_| ()),
             Some("m2") => sparse_config(spec, false).map(|_| ()),
             Some("m2-fill") => sparse_config(spec, true).map(|_| ()),
-            Some("flexa") => flexa_config(spec).map(|_| ()),
+            Some("flexa") => flexa_config(spec, FlexaConfig::default()).map(|_| ()),
+            Some("flexa-paper") => flexa_config(spec, FlexaConfig::paper()).map(|_| ()),
             Some("m3") => gist_config(spec).map(|_| ()),
             Some("m4") => notes_config(spec).map(|_| ()),
             Some("m5") => graph_config(spec).map(|_| ()),
@@ -270,7 +273,14 @@ impl SubstrateFactory for Registry {
             Some("m2-fill") => Arc::new(SparseMemory::new(services, sparse_config(spec, true)?)?),
             Some("m4") => Arc::new(EvolvingNotes::new(services, notes_config(spec)?)?),
             Some("m10") => Arc::new(FullContext::new(services, FullContextConfig::default())?),
-            Some("flexa") => Arc::new(FlexaMem::new(services, flexa_config(spec)?)?),
+            Some("flexa") => Arc::new(FlexaMem::new(
+                services,
+                flexa_config(spec, FlexaConfig::default())?,
+            )?),
+            Some("flexa-paper") => Arc::new(FlexaMem::new(
+                services,
+                flexa_config(spec, FlexaConfig::paper())?,
+            )?),
             Some("m3") => Arc::new(GistIndex::new(services, gist_config(spec)?)?),
             Some("m5") => Arc::new(GraphMemory::new(services, graph_config(spec)?)?),
             Some("m6") => crate::registry_raptor::build_raptor(spec, services)?,
@@ -374,7 +384,10 @@ where
         })
 }
 
-fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
+/// FlexA-Mem settings over `base` (the default or [`FlexaConfig::paper`]).
+/// `rho` and `ranking` set both recovery modes; `piece_rho` and
+/// `piece_ranking` set piece recovery alone.
+fn flexa_config(spec: &SubstrateSpec, base: FlexaConfig) -> Result<FlexaConfig> {
     spec.only(&[
         "kappa",
         "e",
@@ -382,6 +395,8 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
         "k",
         "lambda",
         "rho",
+        "piece_rho",
+        "piece_ranking",
         "mode",
         "ranking",
         "unit_tokens",
@@ -391,7 +406,7 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
         "record_words",
         "join",
     ])?;
-    let mut c = FlexaConfig::default();
+    let mut c = base;
     if let Some(v) = spec.parse_setting("kappa")? {
         c = c.with_piece_tokens(v);
     }
@@ -405,7 +420,7 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
         c = c.with_lambda(v);
     }
     if let Some(v) = spec.parse_setting("rho")? {
-        c = c.with_rho(v);
+        c = c.with_rho(v).with_piece_rho(v);
     }
     if let Some(v) = spec.parse_setting("unit_tokens")? {
         c = c.with_conversation_unit_tokens(v);
@@ -439,7 +454,13 @@ fn flexa_config(spec: &SubstrateSpec) -> Result<FlexaConfig> {
         ("hybrid", Ranking::Hybrid),
     ];
     if let Some(r) = enum_setting(spec, "ranking", &rankings)? {
-        c = c.with_ranking(r);
+        c = c.with_ranking(r).with_piece_ranking(r);
+    }
+    if let Some(v) = spec.parse_setting("piece_rho")? {
+        c = c.with_piece_rho(v);
+    }
+    if let Some(r) = enum_setting(spec, "piece_ranking", &rankings)? {
+        c = c.with_piece_ranking(r);
     }
     c.validate().map_err(|e| BenchError::BadSetting {
         substrate: spec.name.clone(),
@@ -511,7 +532,14 @@ mod tests {
     #[test]
     fn real_substrates_parse_their_settings() {
         let s = SubstrateSpec::parse("flexa:ranking=hybrid,kappa=32,mode=piece,rho=0.4").unwrap();
-        let c = flexa_config(&s).unwrap();
+        let c = flexa_config(&s, FlexaConfig::default()).unwrap();
+        assert!((c.piece_rho - 0.4).abs() < 1e-6 && c.piece_ranking == Ranking::Hybrid);
+        let p = flexa_config(
+            &SubstrateSpec::parse("flexa-paper:piece_rho=0.3").unwrap(),
+            FlexaConfig::paper(),
+        )
+        .unwrap();
+        assert!((p.piece_rho - 0.3).abs() < 1e-6 && p.piece_ranking == Ranking::Bm25 && !p.join_pieces);
         assert_eq!(
             (c.piece_tokens, c.ranking, c.mode),
             (32, Ranking::Hybrid, RecoveryMode::Piece)
@@ -545,10 +573,18 @@ mod tests {
         assert_eq!((c.page_tokens, c.max_expand), (300, 3));
         assert!(Registry
             .check(&SubstrateSpec::parse("gist:page_tokens=0").unwrap())
+            .is_err());
         let c = epicache_config(&SubstrateSpec::parse("epicache:k=6,keep=0.5").unwrap()).unwrap();
         assert_eq!((c.episodes, c.keep_ratio), (6, 0.5));
         assert_eq!(c.reader_head.memory_intro, crate::reader::MEMORY_INTRO);
+        assert!(Registry
+            .check(&SubstrateSpec::parse("episodes:keep=2").unwrap())
+            .is_err());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("lora:rank=4,epochs=1,serve_stale=true").unwrap())
             .is_ok());
+        assert!(Registry
+            .check(&SubstrateSpec::parse("adapter:rank=0").unwrap())
             .is_err());
     }
 
@@ -556,9 +592,9 @@ mod tests {
     fn builds_every_known_substrate_with_test_services() {
         let services = submem_core::test_utils::test_services(None);
         for name in [
-            "m1", "m1-fill", "m2", "m2-fill", "m10", "flexa", "nomem", "recent",
+            "m1", "m1-fill", "m2", "m2-fill", "m3", "m5", "m6", "m7", "m8", "m10", "m11", "flexa",
+            "nomem", "recent",
         ] {
-        for name in ["m1", "m2", "m3", "m10", "flexa", "nomem", "recent"] {
             let s = Registry
                 .build(&SubstrateSpec::parse(name).unwrap(), services.clone())
                 .unwrap();

@@ -42,7 +42,7 @@ use crate::metrics::{
     bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em, token_f1,
 };
 use crate::metrics::retrieval::CoverageCounts;
-use crate::metrics::{bleu1, evidence_coverage, exact_match, recall_at_k, sub_em, token_f1};
+use crate::metrics::EvidenceFates;
 use crate::reader::{self, ReaderSettings};
 use crate::registry::{SubstrateFactory, SubstrateSpec};
 use crate::{BenchError, Result};
@@ -562,31 +562,37 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
                 Resolution::Raw => resolutions.raw += 1,
             }
         }
-        let coverage = evidence_coverage(
-            q.evidence
-                .iter()
-                .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
-            &recall.text,
-        );
-        let trace = if ctx.opts.trace && !q.evidence.is_empty() {
+        // A substrate that answers through its own reader and shows no
+        // history (M9's adapted model) retrieves nothing: Recall@k and
+        // coverage are n/a, not 0. M11 also brings a reader (its prefilled
+        // episode) but shows the episode's turns, so it is measured.
+        let retrieves = recall.reader.is_none() || !recall.sources.is_empty();
+        let coverage = if retrieves {
+            evidence_coverage(
+                q.evidence
+                    .iter()
+                    .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
+                &recall.text,
+            )
+        } else {
+            CoverageCounts::default()
+        };
+        let trace = if ctx.opts.trace && retrieves && !q.evidence.is_empty() {
             sub.trace(&query, &q.evidence).await.map_err(sub_err)?
         } else {
             None
         };
-        let fates = evidence_fates(
-            q.evidence
-                .iter()
-                .filter_map(|e| conv.evidence_text.get(e).map(|t| (e.as_str(), t.as_str()))),
-            &recall,
-            trace.as_ref(),
-        );
-        // A substrate that answers through its own reader (M9's adapted
-        // model) retrieves nothing: Recall@k and coverage are n/a, not 0.
-        let retrieves = recall.reader.is_none();
-        let coverage = if retrieves {
-            evidence_coverage(
+        let fates = if retrieves {
+            evidence_fates(
+                q.evidence
+                    .iter()
+                    .filter_map(|e| conv.evidence_text.get(e).map(|t| (e.as_str(), t.as_str()))),
+                &recall,
+                trace.as_ref(),
             )
-            CoverageCounts::default()
+        } else {
+            EvidenceFates::default()
+        };
         let mut item = ItemRecord {
             recall_at_k: recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves),
             recall_verbatim: recall_at_k(

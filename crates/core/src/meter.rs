@@ -17,12 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::{
-    ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport, Namespace,
-    Query, ReadTrace, Recall, Result, ServiceError, Services, Substrate, SubstrateInfo,
-    WriteReport,
     ChatMessage, ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport,
-    Namespace, PrefilledLlm, PrefixCaching, Query, Recall, Result, ServiceError, Services,
-    Substrate, SubstrateInfo, Usage, WriteReport,
+    Namespace, PrefilledLlm, PrefixCaching, Query, ReadTrace, Recall, Result, ServiceError,
+    Services, Substrate, SubstrateInfo, Usage, WriteReport,
 };
 
 /// The phase a cost belongs to.

@@ -31,13 +31,12 @@ pub enum Ranking {
     /// Cosine between the piece's and the query's embeddings.
     Dense,
     /// Reciprocal rank fusion (k = 60) of the BM25 and dense rankings. The
-    /// default, chosen by measurement on the LoCoMo sample (conv-26, 199
-    /// questions, rule writer): whole-turn evidence coverage at 4k / 8k was
-    /// BM25 0.247 / 0.267, dense 0.291 / 0.398, hybrid 0.287 / 0.382; shown at
-    /// least in part BM25 0.653 / 0.717, dense 0.729 / 0.873, hybrid
-    /// 0.745 / 0.865. Dense and hybrid are within noise of each other and both
-    /// well above BM25; hybrid is kept because it leads at the tight budget and
-    /// keeps the lexical match on rare names that embeddings blur.
+    /// default for unit recovery's excerpts. For piece recovery see
+    /// [`FlexaConfig::piece_ranking`]: once pieces of one turn are shown as
+    /// one run (`join_pieces`), dense ranking shows clearly more whole
+    /// evidence turns than hybrid on LoCoMo conv-26 (rule writer, 199
+    /// questions, 2k / 4k / 8k): hybrid 0.311 / 0.398 / 0.625, dense
+    /// 0.347 / 0.514 / 0.749 at ρ = 0.5.
     #[default]
     Hybrid,
 }
@@ -55,8 +54,17 @@ pub struct FlexaConfig {
     pub seeds: usize,
     /// λ: discount of units reached from a seed through a link or time (< 1).
     pub lambda: f32,
-    /// ρ: share of the allowance given to the timeline.
+    /// ρ: share of the allowance given to the timeline in unit recovery
+    /// (agents). Default 0.5.
     pub rho: f32,
+    /// ρ of piece recovery (questions over a history). Default 0.15, not the
+    /// paper's 0.5: on LoCoMo conv-26 (rule writer, dense pieces) the
+    /// timeline's records crowded out the verbatim pieces that hold the
+    /// evidence. See the crate docs for the sweep.
+    pub piece_rho: f32,
+    /// How pieces are ranked in piece recovery. Default dense (see
+    /// [`Ranking::Hybrid`] for the measurement); the paper ranks by BM25.
+    pub piece_ranking: Ranking,
     /// Recovery mode.
     pub mode: RecoveryMode,
     /// Piece ranking.
@@ -102,6 +110,8 @@ impl Default for FlexaConfig {
             seeds: 5,
             lambda: 0.8,
             rho: 0.5,
+            piece_rho: 0.15,
+            piece_ranking: Ranking::Dense,
             mode: RecoveryMode::Auto,
             ranking: Ranking::Hybrid,
             agent_unit_tokens: 1000,
@@ -132,6 +142,20 @@ macro_rules! setter {
 }
 
 impl FlexaConfig {
+    /// The paper's method as written in `docs/METHODS.md`: the timeline's
+    /// share ρ = 0.5 and BM25 piece ranking in piece recovery too, and each
+    /// piece on its own line with its label. Kept as a named option
+    /// (`flexa-paper` in `submem bench`); [`FlexaConfig::default`] is the
+    /// variant that showed the most whole evidence turns.
+    pub fn paper() -> Self {
+        FlexaConfig {
+            piece_rho: 0.5,
+            piece_ranking: Ranking::Bm25,
+            join_pieces: false,
+            ..FlexaConfig::default()
+        }
+    }
+
     setter! {
         /// Sets κ.
         with_piece_tokens: piece_tokens: usize,
@@ -141,8 +165,12 @@ impl FlexaConfig {
         with_seeds: seeds: usize,
         /// Sets λ.
         with_lambda: lambda: f32,
-        /// Sets ρ.
+        /// Sets ρ of unit recovery.
         with_rho: rho: f32,
+        /// Sets ρ of piece recovery.
+        with_piece_rho: piece_rho: f32,
+        /// Sets the piece-recovery ranking.
+        with_piece_ranking: piece_ranking: Ranking,
         /// Sets the recovery mode.
         with_mode: mode: RecoveryMode,
         /// Sets the piece ranking.
@@ -178,6 +206,9 @@ impl FlexaConfig {
         if !(self.rho.is_finite() && self.rho > 0.0 && self.rho <= 1.0) {
             return bad("rho (ρ) must be in (0, 1]");
         }
+        if !(self.piece_rho.is_finite() && self.piece_rho > 0.0 && self.piece_rho <= 1.0) {
+            return bad("piece_rho (ρ of piece recovery) must be in (0, 1]");
+        }
         if self.agent_unit_tokens == 0 || self.conversation_unit_tokens == 0 {
             return bad("unit sizes must be at least 1 token");
         }
@@ -211,6 +242,12 @@ mod tests {
         assert!(c.validate().is_ok());
         assert!(c.clone().with_lambda(1.0).validate().is_err());
         assert!(c.clone().with_rho(0.0).validate().is_err());
+        assert!(c.clone().with_piece_rho(0.0).validate().is_err());
+        let paper = FlexaConfig::paper();
+        assert_eq!(
+            (paper.piece_rho, paper.piece_ranking, paper.join_pieces),
+            (0.5, Ranking::Bm25, false)
+        );
         assert!(c.with_piece_tokens(0).validate().is_err());
     }
 

@@ -68,6 +68,38 @@
 //!   number and the first line of its command (the output block never
 //!   begins its step).
 //!
+//! ## Piece recovery: where the defaults depart from the paper, and why
+//! Measured on LoCoMo conv-26 (199 questions, rule writer, `submem bench
+//! --reader none --memory-llm none --trace`), whole-turn evidence coverage at
+//! budgets 2k / 4k / 8k, with `m2-fill` (BM25 filling the budget with whole
+//! turns) as the bar:
+//!
+//! | variant | 2k | 4k | 8k | shown in part (8k) |
+//! |---|---:|---:|---:|---:|
+//! | before: one labelled line per piece, hybrid ranking, ρ = 0.5 (`flexa:join=false,piece_ranking=hybrid,piece_rho=0.5`) | 0.255 | 0.287 | 0.382 | 0.865 |
+//! | + consecutive pieces of a turn joined ([`FlexaConfig::join_pieces`]) | 0.311 | 0.398 | 0.625 | 0.869 |
+//! | + dense piece ranking | 0.347 | 0.514 | 0.749 | 0.873 |
+//! | + ρ = 0.15 for piece recovery (**default**) | 0.470 | 0.661 | 0.805 | 0.896 |
+//! | ρ = 0.1 instead | 0.494 | 0.669 | 0.813 | 0.904 |
+//! | `m2-fill` (BM25, whole turns, budget filled) | 0.602 | 0.649 | 0.749 | 0.805 |
+//! | `m1-fill` (MiniLM, whole turns, budget filled) | 0.665 | 0.765 | 0.884 | 0.896 |
+//!
+//! `flexa-paper` ([`FlexaConfig::paper`]) is the method as written (BM25
+//! piece ranking, ρ = 0.5, one line per piece); an earlier sweep measured
+//! its BM25 ranking at 0.247 / 0.267 (4k / 8k). The trace
+//! ([`submem_core::Substrate::trace`]) said why: before this change 26 % of the gold turns at 8k ranked high enough to fit yet were
+//! not shown whole (a turn longer than κ was cut into pieces, each shown on
+//! its own line with the speaker's label, so its text never appeared
+//! verbatim); the timeline's records took half the allowance and crowded out
+//! 11–16 %; the rest ranked too low. With the defaults the trace leaves
+//! 0–0.8 % "fit but not whole", 1–2 % crowded out, and 18–50 % ranked too low
+//! (2k: the ranking, not the room, is what loses evidence at small budgets,
+//! where `m1-fill`'s turn ranking still does better). ρ = 0.1 was marginally
+//! higher but compresses the timeline further (more merges, which cost LLM
+//! calls with an LLM writer); 0.15 is the measured default. Unit recovery
+//! (agents) keeps ρ = 0.5 and hybrid ranking: the agentic regime was not
+//! re-measured.
+//!
 //! ```no_run
 //! # async fn demo(services: submem_core::Services) -> submem_core::Result<()> {
 //! use submem_core::{Event, Namespace, Query, Substrate, Turn};

@@ -33,14 +33,22 @@ async fn real_models_write_evolve_and_read_within_budget() {
         return;
     };
     let counter = services.tokens.clone();
-    let m = EvolvingNotes::new(services, NotesConfig::default()).unwrap();
+    // Shorter generations keep this test to about a minute on 2 cores (the
+    // defaults allow 160 tokens per note and 256 per evolution); four turns
+    // are the smallest fixture that holds the planted fact.
+    let config = NotesConfig {
+        note_max_tokens: 96,
+        evolve_max_tokens: 96,
+        ..NotesConfig::default()
+    };
+    let m = EvolvingNotes::new(services, config).unwrap();
     let ns = Namespace::new("real").unwrap();
-    let turns = fixture_conversation("a", MARKER_A, 6);
+    let turns = fixture_conversation("a", MARKER_A, 4);
     m.write(&ns, &turns).await.unwrap();
     m.manage().await.unwrap();
     let s = m.stats();
     eprintln!("stats {s:?}");
-    assert_eq!(s.llm_notes + s.rule_notes, 6);
+    assert_eq!(s.llm_notes + s.rule_notes, 4);
     assert_eq!(m.pending_evolutions(), 0);
     for (note, e) in m.notes(&ns).iter().zip(&turns) {
         assert_eq!(note.raw, e.render());

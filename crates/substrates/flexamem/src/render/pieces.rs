@@ -11,12 +11,12 @@ impl Renderer<'_, '_> {
         let cfg = self.ctx.cfg;
         let counter = self.ctx.counter;
         let c = self.cosines();
-        let threshold = f64::from(cfg.rho) * self.a_merge as f64;
+        let threshold = f64::from(cfg.piece_rho) * self.a_merge as f64;
         // The timeline's share is ρ·A. Merges alone cannot always reach it (a
         // merged record may be up to 150 words, longer than ρ·A at small
         // budgets): `build` then hides the oldest records for this call, so
         // the pieces, which hold the verbatim evidence, keep at least (1 − ρ)·A.
-        let hide = Some(f64::from(cfg.rho) * self.a as f64);
+        let hide = Some(f64::from(cfg.piece_rho) * self.a as f64);
         let mut built = match self.build(tl_tokens, mergeable, threshold, hide) {
             Ok(b) => b,
             Err(n) => return Outcome::Need(n),
@@ -72,7 +72,7 @@ impl Renderer<'_, '_> {
             256usize
         };
         let (chosen, piece_info, ranking) = loop {
-            let items: Vec<(PieceKey, f32)> = if cfg.ranking == crate::Ranking::Bm25 {
+            let items: Vec<(PieceKey, f32)> = if cfg.piece_ranking == crate::Ranking::Bm25 {
                 top_with_ties(&scored, want)
             } else {
                 let scores: HashMap<PieceKey, f32> = scored.iter().copied().collect();
@@ -82,8 +82,8 @@ impl Renderer<'_, '_> {
                     .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
                     .collect()
             };
-            let complete = items.len() >= scored.len() || cfg.ranking != crate::Ranking::Bm25;
-            let ranked = match rank_pieces(&items, cfg.ranking, &look, self.ctx.piece_qvec) {
+            let complete = items.len() >= scored.len() || cfg.piece_ranking != crate::Ranking::Bm25;
+            let ranked = match rank_pieces(&items, cfg.piece_ranking, &look, self.ctx.piece_qvec) {
                 Ok(r) => r,
                 Err(missing) => {
                     let embed = missing
