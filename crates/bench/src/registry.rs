@@ -539,7 +539,9 @@ mod tests {
             FlexaConfig::paper(),
         )
         .unwrap();
-        assert!((p.piece_rho - 0.3).abs() < 1e-6 && p.piece_ranking == Ranking::Bm25 && !p.join_pieces);
+        assert!(
+            (p.piece_rho - 0.3).abs() < 1e-6 && p.piece_ranking == Ranking::Bm25 && !p.join_pieces
+        );
         assert_eq!(
             (c.piece_tokens, c.ranking, c.mode),
             (32, Ranking::Hybrid, RecoveryMode::Piece)

@@ -38,11 +38,11 @@ use tokio::task::JoinSet;
 
 use crate::dataset::{Conversation, Dataset, QuestionKind};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
+use crate::metrics::retrieval::CoverageCounts;
+use crate::metrics::EvidenceFates;
 use crate::metrics::{
     bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em, token_f1,
 };
-use crate::metrics::retrieval::CoverageCounts;
-use crate::metrics::EvidenceFates;
 use crate::reader::{self, ReaderSettings};
 use crate::registry::{SubstrateFactory, SubstrateSpec};
 use crate::{BenchError, Result};

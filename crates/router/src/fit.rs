@@ -30,6 +30,9 @@ use crate::policy::Depth;
 use crate::split::HoldoutSplit;
 use crate::RouterError;
 
+/// Per candidate (substrate, k): each question's (quality, read seconds).
+type Candidates<'a> = BTreeMap<(&'a str, usize), BTreeMap<Question, (f64, f64)>>;
+
 /// Per-item quality values (`None` where undefined).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Scores {
@@ -298,7 +301,7 @@ pub fn fit(
 fn fit_cell(
     key: CellKey,
     budgets: BTreeSet<usize>,
-    cands: &BTreeMap<(&str, usize), BTreeMap<Question, (f64, f64)>>,
+    cands: &Candidates<'_>,
     settings: &FitSettings,
 ) -> Cell {
     // Pair on the questions every candidate has.

@@ -2,7 +2,7 @@
 //! batch 8): the cost of the trainer's own machinery (masking, batching,
 //! AdamW), independent of the real model. Asserts the loss fell. The real
 //! model's rate is measured by `examples/train_speed.rs`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use submem_core::ChatMessage;

@@ -287,7 +287,7 @@ impl Substrate for LoraMemory {
             })
             .collect();
         let mut spaces = self.lock("write")?;
-        check(&*spaces)?;
+        check(&spaces)?;
         let space = spaces.entry(namespace.clone()).or_default();
         space.events.extend(metas);
         if !pairs.is_empty() {

@@ -10,22 +10,13 @@ use crate::KvError;
 /// `memory_intro` followed by the episode's text. A reader request continues
 /// the cache only when its prompt starts exactly like this, so set it to the
 /// reader's template (the harness does).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ReaderHead {
     /// The reader's system message; `None` means the model's default one.
     pub system: Option<String>,
     /// Text the user message starts with, before the memory block.
     pub memory_intro: String,
-}
-
-impl Default for ReaderHead {
-    fn default() -> Self {
-        ReaderHead {
-            system: None,
-            memory_intro: String::new(),
-        }
-    }
 }
 
 impl ReaderHead {
