@@ -46,7 +46,7 @@ impl From<LlmChoice> for LlmKind {
 /// `submem bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Dataset format: locomo, longmemeval, alfworld, probes or synthetic.
+    /// Dataset format: locomo, longmemeval, alfworld (alias agentic), probes or synthetic.
     #[arg(long, default_value = "synthetic")]
     pub dataset: String,
     /// Dataset file (not for synthetic).

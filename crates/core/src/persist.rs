@@ -5,11 +5,12 @@
 //! in place of a good one.
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::{Embedder, Error, Namespace, Result};
 
 /// Name of the manifest file inside a persisted directory.
 pub const MANIFEST_FILE: &str = "submem-manifest.json";
@@ -126,6 +127,147 @@ pub fn check_manifest(dir: &Path, substrate: &str, format_version: u32) -> Resul
     Ok(())
 }
 
+/// The per-namespace states of a substrate kept as one JSON state file,
+/// tagged with the embedder that made their vectors.
+///
+/// Most substrates persist this way: a snapshot under their lock, one state
+/// file, then the manifest ([`save_states`]); on restore the manifest is
+/// checked, the file read ([`load_states`]), the embedder compared
+/// ([`NamespaceStates::require_embedder`]) and every namespace validated
+/// ([`NamespaceStates::validated`]) before the live state is swapped.
+///
+/// ```
+/// use submem_core::persist::{load_states, save_states, NamespaceStates};
+/// use submem_core::Namespace;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let alice = Namespace::new("alice").unwrap();
+/// let states = NamespaceStates::new(None, [(alice.clone(), vec![1u32, 2, 3])]);
+/// let bytes = save_states(dir.path(), "M0 example", 1, "state.json", &states).unwrap();
+/// assert!(bytes > 0);
+///
+/// let loaded = load_states::<Vec<u32>>(dir.path(), "M0 example", 1, "state.json").unwrap();
+/// let restored = loaded.states.validated(&loaded.path, |_, v| {
+///     if v.is_empty() { Err("empty".to_string()) } else { Ok(()) }
+/// }).unwrap();
+/// assert_eq!(restored, vec![(alice, vec![1, 2, 3])]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceStates<T> {
+    /// Name of the embedder that made the stored vectors (empty: none stored).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub embedder: String,
+    /// Length of those vectors (0: none stored, or not recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dimension: usize,
+    /// Every namespace's state, sorted by namespace.
+    pub namespaces: Vec<(Namespace, T)>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl<T> NamespaceStates<T> {
+    /// A snapshot of `namespaces`, sorted by name so the file is stable,
+    /// tagged with `embedder` when the states hold its vectors.
+    pub fn new(
+        embedder: Option<&dyn Embedder>,
+        namespaces: impl IntoIterator<Item = (Namespace, T)>,
+    ) -> Self {
+        let mut namespaces: Vec<(Namespace, T)> = namespaces.into_iter().collect();
+        namespaces.sort_by(|a, b| a.0.cmp(&b.0));
+        Self {
+            embedder: embedder.map(|e| e.name().to_string()).unwrap_or_default(),
+            dimension: embedder.map_or(0, |e| e.dimension()),
+            namespaces,
+        }
+    }
+
+    /// Fails unless the stored vectors came from an embedder of the same name
+    /// and dimension as `embedder` (vectors from another model are not
+    /// comparable, so restoring them would silently ruin every read).
+    pub fn require_embedder(&self, path: &Path, embedder: &dyn Embedder) -> Result<()> {
+        let (name, dim) = (embedder.name(), embedder.dimension());
+        if self.embedder != name || self.dimension != dim {
+            return Err(Error::store(
+                path,
+                format!(
+                    "vectors were made by {} ({} dims); this instance embeds with {name} ({dim} dims)",
+                    self.embedder, self.dimension
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `check` on every namespace's state (rebuilding indexes it does
+    /// not persist, checking invariants) and refuses a namespace that appears
+    /// twice; the error names the file and the namespace.
+    pub fn validated(
+        self,
+        path: &Path,
+        mut check: impl FnMut(&Namespace, &mut T) -> std::result::Result<(), String>,
+    ) -> Result<Vec<(Namespace, T)>> {
+        let mut seen = HashSet::with_capacity(self.namespaces.len());
+        let mut out = Vec::with_capacity(self.namespaces.len());
+        for (ns, mut state) in self.namespaces {
+            if !seen.insert(ns.clone()) {
+                return Err(Error::store(path, format!("namespace {ns} appears twice")));
+            }
+            check(&ns, &mut state)
+                .map_err(|reason| Error::store(path, format!("namespace {ns}: {reason}")))?;
+            out.push((ns, state));
+        }
+        Ok(out)
+    }
+}
+
+/// Persists `states` into `dir` as the state file `file`, manifest last (see
+/// [`begin_persist`]); returns the state file's size in bytes.
+pub fn save_states<T: Serialize>(
+    dir: &Path,
+    substrate: &str,
+    format_version: u32,
+    file: &str,
+    states: &NamespaceStates<T>,
+) -> Result<u64> {
+    begin_persist(dir)?;
+    let path = dir.join(file);
+    write_json(&path, states)?;
+    write_manifest(dir, substrate, format_version)?;
+    Ok(fs::metadata(&path).map(|m| m.len()).unwrap_or(0))
+}
+
+/// What [`load_states`] read.
+#[derive(Debug)]
+pub struct LoadedStates<T> {
+    /// The states, not yet validated.
+    pub states: NamespaceStates<T>,
+    /// The state file they came from (for error messages).
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// Checks the manifest of `dir` and reads its state file `file`.
+pub fn load_states<T: DeserializeOwned>(
+    dir: &Path,
+    substrate: &str,
+    format_version: u32,
+    file: &str,
+) -> Result<LoadedStates<T>> {
+    check_manifest(dir, substrate, format_version)?;
+    let path = dir.join(file);
+    let states = read_json(&path)?;
+    let bytes = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    Ok(LoadedStates {
+        states,
+        path,
+        bytes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +294,38 @@ mod tests {
         fs::write(&p, b"{not json").unwrap();
         let err = read_json::<Manifest>(&p).unwrap_err();
         assert!(matches!(err, Error::Store { .. }));
+    }
+    #[test]
+    fn states_round_trip_and_refuse_duplicates_and_bad_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (Namespace::new("a").unwrap(), Namespace::new("b").unwrap());
+        let states = NamespaceStates::new(None, [(b.clone(), 2u32), (a.clone(), 1)]);
+        assert_eq!(states.namespaces[0].0, a, "snapshots are sorted");
+        save_states(dir.path(), "M0", 1, "s.json", &states).unwrap();
+        let loaded = load_states::<u32>(dir.path(), "M0", 1, "s.json").unwrap();
+        assert_eq!(loaded.states, states);
+        let err = loaded
+            .states
+            .validated(&loaded.path, |_, v| {
+                if *v == 2 {
+                    Err("bad".into())
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("namespace b: bad"), "{err}");
+
+        let twice = NamespaceStates {
+            embedder: String::new(),
+            dimension: 0,
+            namespaces: vec![(a.clone(), 1u32), (a, 1)],
+        };
+        let err = twice
+            .validated(Path::new("s.json"), |_, _| Ok(()))
+            .unwrap_err();
+        assert!(err.to_string().contains("appears twice"), "{err}");
+        assert!(load_states::<u32>(dir.path(), "M9", 1, "s.json").is_err());
     }
 }

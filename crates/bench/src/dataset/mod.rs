@@ -62,12 +62,13 @@ impl DatasetKind {
         Ok(match name.to_ascii_lowercase().as_str() {
             "locomo" => DatasetKind::Locomo,
             "longmemeval" | "lme" => DatasetKind::LongMemEval,
-            "alfworld" => DatasetKind::Alfworld,
+            // ALFWorld trajectories are the agentic format the harness loads.
+            "alfworld" | "agentic" => DatasetKind::Alfworld,
             "probes" | "agent-probes" => DatasetKind::Probes,
             "synthetic" | "synth" => DatasetKind::Synthetic,
             other => {
                 return Err(BenchError::InvalidOption(format!(
-                    "unknown dataset {other:?}; known: locomo, longmemeval, alfworld, probes, synthetic"
+                    "unknown dataset {other:?}; known: locomo, longmemeval, alfworld (agentic), probes, synthetic"
                 )))
             }
         })

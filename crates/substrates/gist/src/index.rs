@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Services, Substrate, SubstrateInfo, WriteReport,
@@ -16,7 +16,7 @@ use crate::gist::{clean_gist, gist_request, rule_gist};
 use crate::page::{paginate, Entry, GistWriter, Page};
 use crate::render::{fit, gist_line};
 use crate::select::{parse_pages, rule_select, select_request};
-use crate::shelf::{Saved, Shelf};
+use crate::shelf::Shelf;
 use crate::text::bm25_scores;
 use crate::{GistConfig, GistError};
 
@@ -527,40 +527,22 @@ impl Substrate for GistIndex {
     async fn persist(&self, dir: &Path) -> Result<()> {
         let saved = {
             let shelves = self.read_lock("persist")?;
-            let mut namespaces: Vec<(Namespace, Shelf)> = shelves
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
-            Saved { namespaces }
+            NamespaceStates::new(None, shelves.iter().map(|(k, v)| (k.clone(), v.clone())))
         };
-        begin_persist(dir)?;
-        let path = dir.join(STATE_FILE);
-        write_json(&path, &saved)?;
-        write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let bytes = save_states(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
     #[tracing::instrument(name = "m3.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
-        let path = dir.join(STATE_FILE);
-        let saved: Saved = read_json(&path)?;
-        let mut restored = HashMap::with_capacity(saved.namespaces.len());
-        for (ns, mut shelf) in saved.namespaces {
-            shelf
-                .rebuild()
-                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
-            if restored.insert(ns.clone(), shelf).is_some() {
-                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
-            }
-        }
+        let loaded = load_states::<Shelf>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
+        let restored = loaded
+            .states
+            .validated(&loaded.path, |_, shelf| shelf.rebuild())?;
         let _gate = self.gate.lock().await;
-        *self.write_lock("restore")? = restored;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        *self.write_lock("restore")? = restored.into_iter().collect();
+        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
         Ok(())
     }
 

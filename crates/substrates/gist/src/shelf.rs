@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use submem_core::{Namespace, TokenCounter};
+use submem_core::TokenCounter;
 
 use crate::gist::rule_gist;
 use crate::page::{GistWriter, Page};
@@ -159,11 +159,4 @@ impl Shelf {
         let ids: usize = self.ids.iter().map(|k| k.capacity() + 32).sum();
         (pages + ids) as u64
     }
-}
-
-/// What `persist` writes.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct Saved {
-    /// Every namespace, sorted by name.
-    pub namespaces: Vec<(Namespace, Shelf)>,
 }

@@ -2,11 +2,10 @@
 //! forgetting with description repair, persistence as one JSON document.
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Substrate, SubstrateInfo, WriteReport,
@@ -22,12 +21,6 @@ pub const STORE_NAME: &str = "M5 dual-level-graph";
 pub const FORMAT_VERSION: u32 = 1;
 /// The state file inside a persisted directory.
 pub const STATE_FILE: &str = "graph.json";
-
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    embedder: String,
-    namespaces: Vec<(Namespace, SavedNamespace)>,
-}
 
 #[async_trait]
 impl Substrate for GraphMemory {
@@ -135,19 +128,12 @@ impl Substrate for GraphMemory {
         async {
             let saved = {
                 let state = self.state.lock().await;
-                Saved {
-                    embedder: self.services.embedder.name().to_string(),
-                    namespaces: state
-                        .iter()
-                        .map(|(ns, st)| (ns.clone(), st.to_saved()))
-                        .collect(),
-                }
+                NamespaceStates::new(
+                    Some(&*self.services.embedder),
+                    state.iter().map(|(ns, st)| (ns.clone(), st.to_saved())),
+                )
             };
-            begin_persist(dir)?;
-            let path = dir.join(STATE_FILE);
-            write_json(&path, &saved)?;
-            write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
             self.disk_bytes.store(bytes, Ordering::Relaxed);
             Ok(())
         }
@@ -156,23 +142,21 @@ impl Substrate for GraphMemory {
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
-        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let path = dir.join(STATE_FILE);
-        let saved: Saved = read_json(&path)?;
-        let same_embedder = saved.embedder == self.services.embedder.name();
+        let loaded = load_states::<SavedNamespace>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
+        // Vectors from another embedder are dropped and re-embedded on the
+        // next manage, so a changed embedder is not an error here.
+        let same_embedder = loaded.states.embedder == self.services.embedder.name();
         let dimension = self.services.embedder.dimension();
+        let path = loaded.path;
         let mut fresh = BTreeMap::new();
-        for (ns, s) in saved.namespaces {
+        for (ns, s) in loaded.states.validated(&path, |_, _| Ok(()))? {
             let st = NamespaceState::from_saved(s, dimension, same_embedder)
                 .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
-            if fresh.insert(ns.clone(), st).is_some() {
-                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
-            }
+            fresh.insert(ns, st);
         }
         let mut state = self.state.lock().await;
         *state = fresh;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
         self.compute_footprint(&state);
         Ok(())
     }

@@ -4,13 +4,12 @@
 //! before the manifest, which is written last.
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
+    Substrate, SubstrateInfo, WriteReport,
 };
 
 use crate::store::Space;
@@ -23,24 +22,16 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The state file inside a persisted directory.
 pub const STATE_FILE: &str = "notes.json";
 
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    embedder: String,
-    dimension: usize,
-    namespaces: Vec<(Namespace, Space)>,
-}
-
-fn check_space(dir: &Path, ns: &Namespace, s: &Space, dim: usize) -> Result<()> {
-    let bad = |why: String| Err(Error::store(dir, format!("namespace {ns}: {why}")));
+fn check_space(s: &Space, dim: usize) -> std::result::Result<(), String> {
     if s.by_source.len() != s.notes.len() {
-        return bad("source index does not match the notes".into());
+        return Err("source index does not match the notes".into());
     }
     for (id, n) in &s.notes {
         if *id != n.id || s.by_source.get(&n.source_id) != Some(id) || *id >= s.next_id {
-            return bad(format!("note {id} is inconsistent"));
+            return Err(format!("note {id} is inconsistent"));
         }
         if n.embedding.len() != dim {
-            return bad(format!(
+            return Err(format!(
                 "note {id} has a {}-d embedding, the embedder gives {dim}",
                 n.embedding.len()
             ));
@@ -103,52 +94,27 @@ impl Substrate for EvolvingNotes {
         let _gate = self.gate.lock().await;
         let saved = {
             let spaces = self.read_lock("persist")?;
-            let mut namespaces: Vec<(Namespace, Space)> =
-                spaces.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
-            Saved {
-                embedder: self.services.embedder.name().to_string(),
-                dimension: self.services.embedder.dimension(),
-                namespaces,
-            }
+            NamespaceStates::new(
+                Some(&*self.services.embedder),
+                spaces.iter().map(|(k, v)| (k.clone(), v.clone())),
+            )
         };
-        begin_persist(dir)?;
-        let path = dir.join(STATE_FILE);
-        write_json(&path, &saved)?;
-        write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
         let _gate = self.gate.lock().await;
-        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let path = dir.join(STATE_FILE);
-        let saved: Saved = read_json(&path)?;
-        let dim = self.services.embedder.dimension();
-        if saved.dimension != dim {
-            return Err(Error::store(
-                dir,
-                format!(
-                    "embeddings are {}-d ({}), this embedder gives {dim}",
-                    saved.dimension, saved.embedder
-                ),
-            ));
-        }
-        if saved.embedder != self.services.embedder.name() {
-            tracing::warn!(
-                saved = saved.embedder,
-                current = self.services.embedder.name(),
-                "restoring embeddings made by another embedder"
-            );
-        }
-        for (ns, s) in &saved.namespaces {
-            check_space(dir, ns, s, dim)?;
-        }
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        *self.write_lock("restore")? = saved.namespaces.into_iter().collect();
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        let loaded = load_states::<Space>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
+        let embedder = &*self.services.embedder;
+        loaded.states.require_embedder(&loaded.path, embedder)?;
+        let dim = embedder.dimension();
+        let restored = loaded
+            .states
+            .validated(&loaded.path, |_, s| check_space(s, dim))?;
+        *self.write_lock("restore")? = restored.into_iter().collect();
+        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
         Ok(())
     }
 

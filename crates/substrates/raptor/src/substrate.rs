@@ -7,11 +7,10 @@
 //! was.
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Substrate, SubstrateInfo, WriteReport,
@@ -21,13 +20,6 @@ use tracing::Instrument;
 use crate::read::collapsed_tree;
 use crate::tree::{leaf_text, pack_leaves, Node, NsTree};
 use crate::{Raptor, FORMAT_VERSION, STATE_FILE, STORE_NAME};
-
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    embedder: String,
-    dimension: usize,
-    namespaces: Vec<(Namespace, NsTree)>,
-}
 
 fn validate_batch(events: &[Event], existing: Option<&NsTree>) -> Result<()> {
     let mut seen = HashSet::with_capacity(events.len());
@@ -187,62 +179,35 @@ impl Substrate for Raptor {
     async fn persist(&self, dir: &Path) -> Result<()> {
         let saved = {
             let trees = self.trees.lock().await;
-            let mut namespaces: Vec<(Namespace, NsTree)> =
-                trees.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
-            Saved {
-                embedder: self.services.embedder.name().to_string(),
-                dimension: self.services.embedder.dimension(),
-                namespaces,
-            }
+            NamespaceStates::new(
+                Some(&*self.services.embedder),
+                trees.iter().map(|(k, v)| (k.clone(), v.clone())),
+            )
         };
-        begin_persist(dir)?;
-        let path = dir.join(STATE_FILE);
-        write_json(&path, &saved)?;
-        write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
-        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let path = dir.join(STATE_FILE);
-        let saved: Saved = read_json(&path)?;
-        let (name, dim) = (
-            self.services.embedder.name(),
-            self.services.embedder.dimension(),
-        );
-        if saved.embedder != name || saved.dimension != dim {
-            return Err(Error::store(
-                &path,
-                format!(
-                    "tree was embedded by {} ({} dims); this instance uses {name} ({dim} dims)",
-                    saved.embedder, saved.dimension
-                ),
-            ));
-        }
-        let mut restored = std::collections::HashMap::with_capacity(saved.namespaces.len());
-        for (ns, mut tree) in saved.namespaces {
-            tree.reindex()
-                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
-            if let Some(bad) = tree
+        let loaded = load_states::<NsTree>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
+        loaded
+            .states
+            .require_embedder(&loaded.path, &*self.services.embedder)?;
+        let dim = self.services.embedder.dimension();
+        let restored = loaded.states.validated(&loaded.path, |_, tree| {
+            tree.reindex()?;
+            match tree
                 .nodes
                 .values()
                 .find(|n| !n.embedding.is_empty() && n.embedding.len() != dim)
             {
-                return Err(Error::store(
-                    &path,
-                    format!("namespace {ns}: a vector has {} dims", bad.embedding.len()),
-                ));
+                Some(bad) => Err(format!("a vector has {} dims", bad.embedding.len())),
+                None => Ok(()),
             }
-            if restored.insert(ns.clone(), tree).is_some() {
-                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
-            }
-        }
-        *self.trees.lock().await = restored;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        })?;
+        *self.trees.lock().await = restored.into_iter().collect();
+        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
         Ok(())
     }
 

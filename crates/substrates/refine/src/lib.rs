@@ -67,23 +67,3 @@ pub use error::RefineError;
 pub use skill_writer::Skill;
 pub use skills::SkillBundles;
 pub use strategies::StrategyBank;
-
-/// Refuses a store whose vectors came from another embedder.
-pub(crate) fn check_embedder(
-    path: &std::path::Path,
-    name: &str,
-    dimension: usize,
-    embedder: &dyn submem_core::Embedder,
-) -> submem_core::Result<()> {
-    if name != embedder.name() || dimension != embedder.dimension() {
-        return Err(submem_core::Error::store(
-            path,
-            format!(
-                "vectors were made by embedder {name:?} ({dimension}-d), this instance uses {:?} ({}-d)",
-                embedder.name(),
-                embedder.dimension()
-            ),
-        ));
-    }
-    Ok(())
-}

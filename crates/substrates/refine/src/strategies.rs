@@ -21,10 +21,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
-    cosine, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query,
-    Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+    cosine, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 
 use crate::distill::{distill_episode, Distilled};
@@ -105,13 +105,6 @@ impl Space {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Saved {
-    embedder: String,
-    dimension: usize,
-    namespaces: Vec<(Namespace, Space)>,
 }
 
 /// M7: a bank of strategies distilled from finished trajectories.
@@ -417,49 +410,27 @@ impl Substrate for StrategyBank {
     async fn persist(&self, dir: &Path) -> Result<()> {
         let saved = {
             let spaces = self.read_lock("persist")?;
-            let mut namespaces: Vec<(Namespace, Space)> =
-                spaces.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
-            Saved {
-                embedder: self.services.embedder.name().to_string(),
-                dimension: self.services.embedder.dimension(),
-                namespaces,
-            }
+            NamespaceStates::new(
+                Some(&*self.services.embedder),
+                spaces.iter().map(|(k, v)| (k.clone(), v.clone())),
+            )
         };
-        begin_persist(dir)?;
-        let path = dir.join(STATE_FILE);
-        write_json(&path, &saved)?;
-        write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
     #[tracing::instrument(name = "m7.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-        let path = dir.join(STATE_FILE);
-        let saved: Saved = read_json(&path)?;
-        crate::check_embedder(
-            &path,
-            &saved.embedder,
-            saved.dimension,
-            &*self.services.embedder,
-        )?;
-        let mut restored = HashMap::with_capacity(saved.namespaces.len());
-        for (ns, mut space) in saved.namespaces {
-            space
-                .journal
-                .reindex()
-                .and_then(|()| space.check())
-                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
-            if restored.insert(ns.clone(), space).is_some() {
-                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
-            }
-        }
-        *self.write_lock("restore")? = restored;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        let loaded = load_states::<Space>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
+        loaded
+            .states
+            .require_embedder(&loaded.path, &*self.services.embedder)?;
+        let restored = loaded.states.validated(&loaded.path, |_, space| {
+            space.journal.reindex().and_then(|()| space.check())
+        })?;
+        *self.write_lock("restore")? = restored.into_iter().collect();
+        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
         Ok(())
     }
 

@@ -97,7 +97,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     cosine, render_in_time_order, Error, Event, Family, Footprint, Forget, ManageReport, MethodId,
     Namespace, PackPolicy, PrefilledLlm, PrefixReuse, Query, RankedUnit, Recall, Resolution,
@@ -135,13 +135,6 @@ struct Counters {
     prefill_failures: AtomicU64,
     cached_reads: AtomicU64,
     text_reads: AtomicU64,
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Saved {
-    embedder: String,
-    dimension: usize,
-    namespaces: Vec<(Namespace, Space)>,
 }
 
 /// M11: episodes of the history, one rendered (and, with a local model,
@@ -552,53 +545,28 @@ impl Substrate for EpiCache {
     async fn persist(&self, dir: &Path) -> Result<()> {
         let saved = {
             let spaces = self.read_lock("persist")?;
-            let mut namespaces: Vec<(Namespace, Space)> =
-                spaces.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            namespaces.sort_by(|a, b| a.0.cmp(&b.0));
-            Saved {
-                embedder: self.services.embedder.name().to_string(),
-                dimension: self.services.embedder.dimension(),
-                namespaces,
-            }
+            NamespaceStates::new(
+                Some(&*self.services.embedder),
+                spaces.iter().map(|(k, v)| (k.clone(), v.clone())),
+            )
         };
-        begin_persist(dir)?;
-        let path = dir.join(STATE_FILE);
-        write_json(&path, &saved)?;
-        write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let bytes = save_states(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
     #[tracing::instrument(name = "m11.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
-        let path = dir.join(STATE_FILE);
-        let saved: Saved = read_json(&path)?;
+        let loaded = load_states::<Space>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
+        loaded
+            .states
+            .require_embedder(&loaded.path, &*self.services.embedder)?;
         let dim = self.services.embedder.dimension();
-        if saved.embedder != self.services.embedder.name() || saved.dimension != dim {
-            return Err(Error::store(
-                &path,
-                format!(
-                    "vectors were made by {} ({} dims), this instance embeds with {} ({dim} dims)",
-                    saved.embedder,
-                    saved.dimension,
-                    self.services.embedder.name()
-                ),
-            ));
-        }
-        let mut restored = HashMap::with_capacity(saved.namespaces.len());
-        for (ns, mut space) in saved.namespaces {
-            space
-                .reindex(dim)
-                .map_err(|reason| Error::store(&path, format!("namespace {ns}: {reason}")))?;
-            if restored.insert(ns.clone(), space).is_some() {
-                return Err(Error::store(&path, format!("namespace {ns} appears twice")));
-            }
-        }
-        *self.write_lock("restore")? = restored;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        let restored = loaded
+            .states
+            .validated(&loaded.path, |_, space| space.reindex(dim))?;
+        *self.write_lock("restore")? = restored.into_iter().collect();
+        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
         Ok(())
     }
 
