@@ -114,15 +114,35 @@ pub fn build_router(
     let members_value = spec.get("members").unwrap_or(DEFAULT_MEMBERS);
     let mut members = Vec::new();
     for name in names(spec, "members", members_value)? {
-        members.push(registry.build(&SubstrateSpec::parse(name)?, services.clone())?);
+        let member = registry.build(&SubstrateSpec::parse(name)?, services.clone())?;
+        members.push((name.to_string(), member));
     }
     let to_core = |e: submem_core::Error| bad(spec, &spec.to_string(), e.to_string());
     let mut router =
-        RoutedSubstrate::new(members, RoutingPolicy::default(), services.tokens.clone())
+        RoutedSubstrate::new_named(members, RoutingPolicy::default(), services.tokens.clone())
             .map_err(to_core)?;
     if let Some(p) = spec.get("policy") {
         let file = PolicyFile::load(Path::new(p))
             .map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
+        if let Some(fitted_for) = &file.settings.members {
+            let mut ours = router.member_names();
+            ours.sort();
+            let mut theirs = fitted_for.clone();
+            theirs.sort();
+            if ours != theirs {
+                return Err(bad(
+                    spec,
+                    &format!("policy={p}"),
+                    format!(
+                        "the policy was fitted for members {} but this router has {}; \
+set members={}",
+                        theirs.join("+"),
+                        ours.join("+"),
+                        theirs.join("+")
+                    ),
+                ));
+            }
+        }
         router = router.with_fitted(file);
     }
     if spec.parse_setting::<bool>("signals")?.unwrap_or(false) {

@@ -76,6 +76,10 @@ pub struct FitArgs {
     /// Share of questions held out (with --holdout-seed; default 0.5).
     #[arg(long)]
     pub holdout_share: Option<f64>,
+    /// The router members to fit for, comma- or `+`-separated (`m1-fill,m2,m10,flexa`); only
+    /// they are candidates. Needed when the runs hold two variants of one method (m1 and m1-fill).
+    #[arg(long)]
+    pub members: Option<String>,
 }
 
 /// `submem route explain` options.
@@ -222,6 +226,19 @@ fn fit_settings(a: &FitArgs) -> Result<FitSettings, AnyError> {
             [x, y] => [*x, *y],
             _ => return Err("--depth-edges takes two numbers, e.g. 1,32".into()),
         };
+    }
+    if let Some(m) = &a.members {
+        let names: Vec<String> = m
+            .split([',', '+'])
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                submem_router::canonical_name(n)
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("--members: {n:?} is not a routable substrate"))
+            })
+            .collect::<Result<_, _>>()?;
+        s.members = Some(names);
     }
     if a.holdout_seed.is_some() || a.holdout_share.is_some() {
         s.holdout = Some(HoldoutSplit {

@@ -8,7 +8,7 @@ use std::fmt;
 
 use submem_core::Regime;
 
-use crate::fitted::{method_name, Cell, CellKey, QualityMetric};
+use crate::fitted::{Cell, CellKey, QualityMetric};
 use crate::policy::{Decision, Origin};
 use crate::signals::Signals;
 
@@ -40,6 +40,10 @@ pub struct Explanation {
     pub allowance: usize,
     /// The router's members.
     pub members: Vec<String>,
+    /// The member the read goes to (`m1-fill`).
+    pub route: String,
+    /// The member composed with it, if any.
+    pub composed_with: Option<String>,
     /// The fitted cell (`None`: no fitted policy).
     pub cell: Option<CellExplanation>,
     /// Signals measured for this query.
@@ -57,12 +61,11 @@ fn opt(x: Option<f64>) -> String {
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = &self.decision;
-        write!(f, "route: {} (top-k {})", method_name(d.method), d.top_k)?;
-        if let Some((m, share)) = d.secondary {
+        write!(f, "route: {} (top-k {})", self.route, d.top_k)?;
+        if let (Some(with), Some((_, share))) = (&self.composed_with, d.secondary) {
             write!(
                 f,
-                " + {} (first part {:.0}% of the allowance)",
-                method_name(m),
+                " + {with} (first part {:.0}% of the allowance)",
                 share * 100.0
             )?;
         }

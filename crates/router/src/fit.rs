@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use submem_core::{LatencyStats, Regime};
 
 use crate::fitted::{
-    method_name, parse_method, Cell, CellKey, Choice, Evidence, PolicyFile, QualityMetric,
+    canonical_name, parse_method, Cell, CellKey, Choice, Evidence, PolicyFile, QualityMetric,
     POLICY_FORMAT, POLICY_VERSION,
 };
 use crate::policy::Depth;
@@ -108,6 +108,11 @@ pub struct FitSettings {
     /// Questions held out of the fit.
     #[serde(default)]
     pub holdout: Option<HoldoutSplit>,
+    /// The router members the policy is fitted for (canonical names); only
+    /// they are candidates. `None`: every routable substrate measured, which
+    /// must then hold at most one per method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<String>>,
 }
 
 impl Default for FitSettings {
@@ -121,6 +126,7 @@ impl Default for FitSettings {
             // Puts the usual sweep 2048 / 4096 / 8192 in three buckets.
             budget_edges: vec![3072, 6144],
             holdout: None,
+            members: None,
         }
     }
 }
@@ -158,6 +164,19 @@ impl FitSettings {
         }
         if self.holdout.is_some_and(|h| !h.is_valid()) {
             return bad("the held-out share must be in 0..=1".into());
+        }
+        if let Some(members) = &self.members {
+            if members.is_empty() {
+                return bad("the member list is empty".into());
+            }
+            for m in members {
+                if canonical_name(m) != Some(m.as_str()) {
+                    return bad(format!(
+                        "member {m:?} is not a canonical routable name (m1, m1-fill, m2, m2-fill, m10, flexa...)"
+                    ));
+                }
+            }
+            one_per_method(members.iter().map(String::as_str))?;
         }
         Ok(())
     }
@@ -203,6 +222,26 @@ impl FitSettings {
     }
 }
 
+/// Refuses two names standing for one method: a router holds one member per
+/// method, so a policy choosing between them could not be followed.
+fn one_per_method<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), RouterError> {
+    let mut by_method: BTreeMap<String, &str> = BTreeMap::new();
+    for name in names {
+        let (Some(method), Some(canonical)) = (parse_method(name), canonical_name(name)) else {
+            continue;
+        };
+        if let Some(other) = by_method.insert(method.to_string(), canonical) {
+            if other != canonical {
+                return Err(RouterError::BadPolicy(format!(
+                    "{other} and {canonical} both implement {method}, and a router holds one member \
+per method: name the members to fit for (`route fit --members {canonical},...`)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether a spec can be a router member: a routable name without settings.
 fn routable(spec: &str) -> Result<(), String> {
     let (name, settings) = spec.split_once(':').unwrap_or((spec, ""));
@@ -232,11 +271,18 @@ pub fn fit(
                 .is_some_and(|h| h.is_held_out(&o.dataset, &o.conversation, &o.question_id))
         })
         .collect();
+    let is_member = |spec: &str| {
+        settings
+            .members
+            .as_ref()
+            .is_none_or(|m| canonical_name(spec).is_some_and(|c| m.iter().any(|x| x == c)))
+    };
     let specs: BTreeSet<&str> = train
         .iter()
         .map(|o| o.spec.as_str())
-        .filter(|s| routable(s).is_ok())
+        .filter(|s| routable(s).is_ok() && is_member(s))
         .collect();
+    one_per_method(specs.iter().copied())?;
     if specs.is_empty() {
         return Err(RouterError::BadPolicy(
             "no training items of a routable substrate (m1, m2, m10, flexa...)".into(),
@@ -262,8 +308,9 @@ pub fn fit(
     type CellData<'a> = (CellKey, BTreeSet<usize>, Candidates<'a>);
     let mut cells: BTreeMap<(u8, Depth, usize), CellData> = BTreeMap::new();
     for o in &train {
-        if parse_method(o.spec.split(':').next().unwrap_or("")).is_none() {
-            continue; // the router's own items, baselines
+        let name = o.spec.split(':').next().unwrap_or("");
+        if parse_method(name).is_none() || !is_member(name) {
+            continue; // the router's own items, baselines, non-members
         }
         let Some(q) = o.scores.get(metric) else {
             continue;
@@ -380,8 +427,7 @@ fn fit_cell(
                 .unwrap_or(best);
             let name = fastest_close.spec.split(':').next().unwrap_or("");
             Choice {
-                substrate: parse_method(name)
-                    .map_or(name.to_string(), |m| method_name(m).to_string()),
+                substrate: canonical_name(name).unwrap_or(name).to_string(),
                 top_k: fastest_close.k,
                 compose: None,
             }

@@ -33,48 +33,66 @@ pub const POLICY_FORMAT: &str = "submem-route-policy";
 /// The version this build writes and reads.
 pub const POLICY_VERSION: u32 = 1;
 
-/// Routable substrate names, canonical first, with their methods (the bench
-/// registry's names and aliases).
-const NAMES: &[(&str, MethodId)] = &[
-    ("m1", MethodId::M1),
-    ("dense", MethodId::M1),
-    ("m2", MethodId::M2),
-    ("bm25", MethodId::M2),
-    ("sparse", MethodId::M2),
-    ("m3", MethodId::M3),
-    ("m4", MethodId::M4),
-    ("m5", MethodId::M5),
-    ("m6", MethodId::M6),
-    ("m7", MethodId::M7),
-    ("m8", MethodId::M8),
-    ("m9", MethodId::M9),
-    ("m10", MethodId::M10),
-    ("full", MethodId::M10),
-    ("full-context", MethodId::M10),
-    ("m11", MethodId::M11),
-    ("flexa", MethodId::FlexAMem),
-    ("flexamem", MethodId::FlexAMem),
-    ("flexa-mem", MethodId::FlexAMem),
+/// Routable substrate names with the name they stand for and their method.
+/// Aliases (`dense`, `bm25`, `full`) stand for the canonical name (the first
+/// of their method); variants built another way (`m1-fill`, `m2-fill`) are
+/// their own canonical name, so a policy keeps them apart from the top-k
+/// default of the same method.
+const NAMES: &[(&str, &str, MethodId)] = &[
+    ("m1", "m1", MethodId::M1),
+    ("dense", "m1", MethodId::M1),
+    ("m1-fill", "m1-fill", MethodId::M1),
+    ("m2", "m2", MethodId::M2),
+    ("bm25", "m2", MethodId::M2),
+    ("sparse", "m2", MethodId::M2),
+    ("m2-fill", "m2-fill", MethodId::M2),
+    ("m3", "m3", MethodId::M3),
+    ("m4", "m4", MethodId::M4),
+    ("m5", "m5", MethodId::M5),
+    ("m6", "m6", MethodId::M6),
+    ("m7", "m7", MethodId::M7),
+    ("m8", "m8", MethodId::M8),
+    ("m9", "m9", MethodId::M9),
+    ("m10", "m10", MethodId::M10),
+    ("full", "m10", MethodId::M10),
+    ("full-context", "m10", MethodId::M10),
+    ("m11", "m11", MethodId::M11),
+    ("flexa", "flexa", MethodId::FlexAMem),
+    ("flexamem", "flexa", MethodId::FlexAMem),
+    ("flexa-mem", "flexa", MethodId::FlexAMem),
 ];
+
+fn lookup(name: &str) -> Option<&'static (&'static str, &'static str, MethodId)> {
+    NAMES
+        .iter()
+        .find(|(n, _, _)| n.eq_ignore_ascii_case(name.trim()))
+}
 
 /// The method a routable substrate name stands for (case-insensitive).
 pub fn parse_method(name: &str) -> Option<MethodId> {
-    NAMES
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
-        .map(|(_, m)| *m)
+    lookup(name).map(|(_, _, m)| *m)
 }
 
-/// The canonical name of a method (`m2`, `flexa`).
+/// The canonical name a routable substrate name stands for (`bm25` → `m2`,
+/// `m1-fill` → `m1-fill`).
+pub fn canonical_name(name: &str) -> Option<&'static str> {
+    lookup(name).map(|(_, c, _)| *c)
+}
+
+/// The canonical name of a method's default substrate (`m2`, `flexa`).
 pub fn method_name(method: MethodId) -> &'static str {
     NAMES
         .iter()
-        .find(|(_, m)| *m == method)
-        .map_or("routed", |(n, _)| n)
+        .find(|(_, _, m)| *m == method)
+        .map_or("routed", |(n, _, _)| n)
 }
 
 fn known_names() -> String {
-    NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    NAMES
+        .iter()
+        .map(|(n, _, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Which cell a query falls in.

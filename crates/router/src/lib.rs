@@ -40,7 +40,7 @@ pub mod split;
 
 pub use explain::{CellExplanation, Explanation};
 pub use fit::{fit, FitSettings, Observation, Scores};
-pub use fitted::{method_name, parse_method, CellKey, PolicyFile, QualityMetric};
+pub use fitted::{canonical_name, method_name, parse_method, CellKey, PolicyFile, QualityMetric};
 pub use policy::{Decision, Depth, Origin, RoutingPolicy, RoutingSignal, Rule};
 pub use routed::RoutedSubstrate;
 pub use signals::{SignalSettings, Signals};

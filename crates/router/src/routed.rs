@@ -18,7 +18,7 @@ use submem_core::{
 
 use crate::compose::{first_share, join_recalls, second_share};
 use crate::explain::{CellExplanation, Explanation};
-use crate::fitted::{compose_of, method_name, parse_method, PolicyFile};
+use crate::fitted::{canonical_name, compose_of, method_name, parse_method, PolicyFile};
 use crate::policy::{Decision, Origin, RoutingPolicy, RoutingSignal};
 use crate::signals::{SignalSettings, Signals};
 use crate::RouterError;
@@ -31,6 +31,9 @@ const STATE_FILE: &str = "router-state.json";
 #[derive(Debug)]
 pub struct RoutedSubstrate {
     members: BTreeMap<MethodId, Arc<dyn Substrate>>,
+    /// Each member's canonical routable name (`m1`, `m1-fill`), which a
+    /// fitted choice must match.
+    names: BTreeMap<MethodId, String>,
     policy: RoutingPolicy,
     fitted: Option<PolicyFile>,
     signals: Option<SignalSettings>,
@@ -47,21 +50,48 @@ impl RoutedSubstrate {
         policy: RoutingPolicy,
         tokens: Arc<dyn TokenCounter>,
     ) -> Result<Self> {
+        let named = members
+            .into_iter()
+            .map(|m| (method_name(m.info().method).to_string(), m))
+            .collect();
+        Self::new_named(named, policy, tokens)
+    }
+
+    /// Like [`RoutedSubstrate::new`], with each member's routable name
+    /// (`m1-fill` for the fill-read M1), so a fitted policy that chose
+    /// `m1-fill` is followed only when that variant is the M1 member.
+    pub fn new_named(
+        members: Vec<(String, Arc<dyn Substrate>)>,
+        policy: RoutingPolicy,
+        tokens: Arc<dyn TokenCounter>,
+    ) -> Result<Self> {
         if members.is_empty() {
             return Err(RouterError::NoMembers.into());
         }
         let mut map = BTreeMap::new();
-        for m in members {
+        let mut names = BTreeMap::new();
+        for (name, m) in members {
             let method = m.info().method;
             if method == MethodId::Routed {
                 return Err(RouterError::NestedRouter.into());
             }
+            let canonical = match canonical_name(&name) {
+                Some(c) if parse_method(c) == Some(method) => c.to_string(),
+                _ => {
+                    return Err(RouterError::BadPolicy(format!(
+                        "member name {name:?} does not name a routable {method} substrate"
+                    ))
+                    .into())
+                }
+            };
             if map.insert(method, m).is_some() {
                 return Err(RouterError::DuplicateMember(method).into());
             }
+            names.insert(method, canonical);
         }
         Ok(RoutedSubstrate {
             members: map,
+            names,
             policy,
             fitted: None,
             signals: None,
@@ -119,6 +149,18 @@ impl RoutedSubstrate {
         self.members.keys().copied().collect()
     }
 
+    /// The members' canonical names (`m1-fill`, `m2`), in method order.
+    pub fn member_names(&self) -> Vec<String> {
+        self.names.values().cloned().collect()
+    }
+
+    /// The member name of `method` (its default name if it is no member).
+    fn name_of(&self, method: MethodId) -> &str {
+        self.names
+            .get(&method)
+            .map_or(method_name(method), String::as_str)
+    }
+
     /// Tokens written so far to `namespace`.
     pub fn history_tokens(&self, namespace: &Namespace) -> u64 {
         self.history_tokens
@@ -143,7 +185,7 @@ impl RoutedSubstrate {
                 top_k: query.top_k,
                 reason: format!(
                     "always composed with {} at share {share}",
-                    method_name(second)
+                    self.name_of(second)
                 ),
                 depth,
                 secondary: Some((second, share)),
@@ -168,7 +210,11 @@ impl RoutedSubstrate {
         let key = file.key_for(query.regime, history_tokens, query.budget);
         let cell = file.cell(&key)?;
         let choice = cell.choice.as_ref()?;
-        let method = parse_method(&choice.substrate).filter(|m| self.members.contains_key(m))?;
+        // The choice must be this very member: a policy that chose `m1-fill`
+        // says nothing about a top-k `m1` member, so the rules decide then.
+        let chosen = canonical_name(&choice.substrate)?;
+        let method =
+            parse_method(chosen).filter(|m| self.names.get(m).is_some_and(|n| n == chosen))?;
         let secondary =
             compose_of(choice).filter(|(m, _)| self.members.contains_key(m) && *m != method);
         let best = cell.evidence.iter().find(|e| e.excluded.is_none());
@@ -230,7 +276,7 @@ impl RoutedSubstrate {
                     "signals: dense/sparse agreement ≥ {} and BM25 margin ≥ {} (was {})",
                     settings.min_agreement,
                     settings.min_margin,
-                    method_name(decision.method)
+                    self.name_of(decision.method)
                 ),
                 secondary: None,
                 origin: Origin::Signal,
@@ -270,11 +316,9 @@ impl RoutedSubstrate {
             history_tokens,
             budget: query.budget,
             allowance: query.allowance(),
-            members: self
-                .methods()
-                .into_iter()
-                .map(|m| method_name(m).to_string())
-                .collect(),
+            members: self.member_names(),
+            route: self.name_of(decision.method).to_string(),
+            composed_with: decision.secondary.map(|(m, _)| self.name_of(m).to_string()),
             signals,
             signals_act: self.signals.is_some(),
             cell,

@@ -211,3 +211,46 @@ fn the_file_round_trips_and_bad_files_are_refused_clearly() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn variants_of_one_method_need_a_member_list_and_keep_their_names() {
+    let mut v = sample();
+    for q in 0..10 {
+        v.push(obs("m2-fill", q, 2048, 10, 1.0, 1.5));
+        v.push(obs("m2-fill", q, 8192, 10, 1.0, 1.5));
+    }
+    let err = fit(&v, &FitSettings::default(), vec![])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("m2 and m2-fill") && err.contains("--members"),
+        "{err}"
+    );
+
+    let settings = FitSettings {
+        latency_cap_ms: Some(10.0),
+        members: Some(vec!["m2-fill".into(), "m10".into(), "flexa".into()]),
+        ..FitSettings::default()
+    };
+    let p = fit(&v, &settings, vec![]).unwrap();
+    assert_eq!(choice(&p, 2048), ("m2-fill".into(), 10));
+    let cell = p
+        .cell(&p.key_for(Regime::Conversational, 20_000, 2048))
+        .unwrap();
+    assert!(
+        cell.evidence.iter().all(|e| e.spec != "m2"),
+        "non-members are no candidates"
+    );
+    let back = PolicyFile::from_json(&p.to_json().unwrap()).unwrap();
+    assert_eq!(back.settings.members, settings.members);
+
+    let bad = FitSettings {
+        members: Some(vec!["bm25".into()]),
+        ..FitSettings::default()
+    };
+    assert!(bad
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("canonical"));
+}

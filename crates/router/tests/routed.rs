@@ -300,3 +300,54 @@ async fn explanations_name_the_cell_its_evidence_and_the_signals() {
         .unwrap();
     assert!(e.to_string().contains("paper-derived rule"), "{e}");
 }
+
+/// M2 read to fill the budget, named `m2-fill`, beside full context.
+fn with_fill_member() -> RoutedSubstrate {
+    let services = test_services(None);
+    let fill = SparseConfig {
+        depth: submem_flat::ReadDepth::fill(),
+        ..SparseConfig::default()
+    };
+    let members: Vec<(String, Arc<dyn Substrate>)> = vec![
+        (
+            "m2-fill".into(),
+            Arc::new(SparseMemory::new(services.clone(), fill).unwrap()),
+        ),
+        (
+            "full".into(),
+            Arc::new(FullContext::new(services.clone(), FullContextConfig::default()).unwrap()),
+        ),
+    ];
+    RoutedSubstrate::new_named(members, RoutingPolicy::default(), services.tokens).unwrap()
+}
+
+#[tokio::test]
+async fn a_fitted_choice_is_followed_only_by_the_member_of_that_name() {
+    let r = with_fill_member().with_fitted(policy("m2-fill", None));
+    assert_eq!(r.member_names(), vec!["m2-fill", "m10"]);
+    let ns = moderate(&r).await;
+    let q = Query::question(ns.clone(), "Who is my violin teacher?", 2048);
+    let d = r.decide(&q).unwrap();
+    assert_eq!((d.method, d.origin), (MethodId::M2, Origin::Fitted));
+    let e = r.explain(&q).await.unwrap();
+    assert_eq!(e.route, "m2-fill");
+    assert!(e.to_string().contains("route: m2-fill"), "{e}");
+
+    // A policy that chose top-k `m2` says nothing about the fill member.
+    let r = with_fill_member().with_fitted(policy("m2", None));
+    let ns = moderate(&r).await;
+    let d = r.decide(&Query::question(ns, "Who?", 2048)).unwrap();
+    assert_eq!(d.origin, Origin::Rule);
+
+    // A name that does not match the member's method is refused.
+    let services = test_services(None);
+    let m: Arc<dyn Substrate> =
+        Arc::new(SparseMemory::new(services.clone(), SparseConfig::default()).unwrap());
+    let err = RoutedSubstrate::new_named(
+        vec![("m1-fill".into(), m)],
+        RoutingPolicy::default(),
+        services.tokens,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("m1-fill"), "{err}");
+}
