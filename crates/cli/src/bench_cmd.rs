@@ -218,8 +218,16 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         submem_bench::registry::SubstrateFactory::check(factory.as_ref(), s)?;
     }
     let dataset = load_dataset(&args)?;
+    let synthetic_default_writer = args.memory_llm.is_none()
+        && dataset.kind == DatasetKind::Synthetic
+        && config.services.memory_llm == LlmKind::Local;
     if let Some(c) = args.memory_llm {
         config.services.memory_llm = c.into();
+    } else if synthetic_default_writer {
+        // SmolLM2 writing FlexA-Mem's records is most of a default run's
+        // time on 2 cores (minutes), while the rule writers already separate
+        // the substrates; one flag turns the model on, and the notes say so.
+        config.services.memory_llm = LlmKind::None;
     }
     if let Some(c) = args.reader {
         config.services.reader = c.into();
@@ -359,14 +367,15 @@ add `--reader local` to answer a sample with the local model"
         Some(j) => format!("judge: {}", j.name()),
         None => "judge: none (P4 n/a)".into(),
     });
-    notes.push(format!(
-        "memory LLM: {}",
-        models
-            .services
-            .llm
-            .as_ref()
-            .map_or("none (rule writers)".to_string(), |l| l.name().to_string())
-    ));
+    notes.push(match models.services.llm.as_ref() {
+        Some(l) => format!("memory LLM: {}", l.name()),
+        None if synthetic_default_writer => {
+            "memory LLM: none by default on the synthetic set (rule writers); \
+add `--memory-llm local` to have the local model write memory (minutes more on 2 cores)"
+                .into()
+        }
+        None => "memory LLM: none (rule writers)".into(),
+    });
 
     let outcome = run_bench(Arc::new(dataset), specs, factory, models, opts).await?;
     for s in &outcome.skipped {
