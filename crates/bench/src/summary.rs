@@ -270,6 +270,10 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         );
         m.insert("E8".into(), json!(e8));
         m.insert("E9".into(), json!(e9));
+        m.insert(
+            "llm_per_conversation".into(),
+            llm_per_conversation(&ws, complete_writes, convs.len(), e8, e9),
+        );
         m.insert("E10".into(), e10);
         m.insert("E11".into(), e11);
         let e14_items: f64 = its
@@ -325,6 +329,38 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         });
     }
     Summary { runs }
+}
+
+/// Memory-LLM calls and tokens (input + output) per conversation, by phase:
+/// what one conversation costs to write, manage and read (the reads of the
+/// questions asked in the run). `null` until every conversation's writes are
+/// logged.
+fn llm_per_conversation(
+    ws: &[&WriteRecord],
+    complete_writes: bool,
+    conversations: usize,
+    read_tokens: u64,
+    read_calls: u64,
+) -> Value {
+    if !complete_writes || conversations == 0 {
+        return Value::Null;
+    }
+    let n = conversations as f64;
+    let per = |f: &dyn Fn(&WriteRecord) -> u64| ws.iter().map(|w| f(w)).sum::<u64>() as f64 / n;
+    json!({
+        "write": {
+            "calls": per(&|w| w.write.llm_calls),
+            "tokens": per(&|w| w.write.total_tokens()),
+        },
+        "manage": {
+            "calls": per(&|w| w.manage.llm_calls),
+            "tokens": per(&|w| w.manage.total_tokens()),
+        },
+        "read": {
+            "calls": read_calls as f64 / n,
+            "tokens": read_tokens as f64 / n,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -418,6 +454,10 @@ mod tests {
         assert_eq!(r.number("P5"), Some(4.0));
         assert_eq!(r.number("E1"), Some(1000.0));
         assert_eq!(r.number("E5"), Some(36.0));
+        let per = &r.metrics["llm_per_conversation"];
+        assert_eq!(per["write"]["calls"], json!(3.0));
+        assert_eq!(per["write"]["tokens"], json!(36.0));
+        assert_eq!(per["manage"]["calls"], json!(0.0));
         assert_eq!(r.number("E12"), Some(36.0));
         assert_eq!(r.number("E13"), Some(3.0));
         // E14 = 2.0 + 0.4 + (0.1 + 1) + (0.3 + 1) + 0.2 = 5.0; E15 = 5/3
