@@ -121,6 +121,17 @@ impl Config {
         self.llm(self.services.reader)
     }
 
+    /// Services on the embedded models whatever the configured kinds say:
+    /// the local SmolLM2 as memory LLM, MiniLM, o200k. For examples, benches
+    /// and real-model tests, which measure these very models.
+    pub fn local_services(&self) -> Result<Services> {
+        Ok(Services {
+            llm: Some(Arc::new(self.local_llm()?)),
+            embedder: Arc::new(self.local_embedder()?),
+            tokens: self.token_counter()?,
+        })
+    }
+
     /// The services bundle substrates are built with (memory LLM per config).
     pub fn services(&self) -> Result<Services> {
         Ok(Services {

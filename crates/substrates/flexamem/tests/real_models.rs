@@ -3,27 +3,16 @@
 //! is repaired or replaced by the rule writer), MiniLM embeds, tiktoken
 //! o200k counts. Skipped (with a message) when the models cannot be resolved.
 
-use std::sync::Arc;
 use std::time::Instant;
 use submem_core::testing::{fixture_conversation, fixture_trajectory, MARKER_A};
 use submem_core::{Namespace, Query, Services, Substrate};
 use submem_flexamem::{FlexaConfig, FlexaMem};
 
 fn services() -> Option<Services> {
-    let cfg = submem_models::Config::load(None).ok()?;
-    let llm = cfg
-        .local_llm()
+    submem_models::Config::load(None)
+        .and_then(|cfg| cfg.local_services())
         .map_err(|e| eprintln!("skipping: {e}"))
-        .ok()?;
-    let embedder = cfg
-        .local_embedder()
-        .map_err(|e| eprintln!("skipping: {e}"))
-        .ok()?;
-    Some(Services {
-        llm: Some(Arc::new(llm)),
-        embedder: Arc::new(embedder),
-        tokens: cfg.token_counter().ok()?,
-    })
+        .ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,26 +4,15 @@
 //! tiktoken o200k counts. Tiny input; skipped (with a message) when the
 //! models cannot be resolved.
 
-use std::sync::Arc;
 use submem_core::testing::{fixture_conversation, MARKER_A};
 use submem_core::{Namespace, Query, Services, Substrate};
 use submem_notes::{EvolvingNotes, NotesConfig};
 
 fn services() -> Option<Services> {
-    let cfg = submem_models::Config::load(None).ok()?;
-    let llm = cfg
-        .local_llm()
+    submem_models::Config::load(None)
+        .and_then(|cfg| cfg.local_services())
         .map_err(|e| eprintln!("skipping: {e}"))
-        .ok()?;
-    let embedder = cfg
-        .local_embedder()
-        .map_err(|e| eprintln!("skipping: {e}"))
-        .ok()?;
-    Some(Services {
-        llm: Some(Arc::new(llm)),
-        embedder: Arc::new(embedder),
-        tokens: cfg.token_counter().ok()?,
-    })
+        .ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
