@@ -88,6 +88,27 @@ fn fit_writes_a_policy_with_evidence_from_bench_outputs() {
         out.contains("| conversational | Moderate | ≤3072 | m10 |"),
         "{out}"
     );
+
+    // Fitting for named members leaves the others out and is recorded.
+    let (policy, out) = fit(dir.path(), &["--members", "m10,flexa"]);
+    assert!(
+        out.contains("| conversational | Moderate | ≤3072 | m10 |"),
+        "{out}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&policy).unwrap()).unwrap();
+    assert_eq!(
+        json["settings"]["members"],
+        serde_json::json!(["m10", "flexa"])
+    );
+    fails(
+        submem()
+            .args(["route", "fit", "--from", fixture("route").to_str().unwrap()])
+            .args(["--out", "x.json", "--members", "m2,nonsense"])
+            .output()
+            .unwrap(),
+        "not a routable substrate",
+    );
 }
 
 #[test]
