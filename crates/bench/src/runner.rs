@@ -188,6 +188,12 @@ impl Llm for Counting {
         }
         out
     }
+    /// Passed through: without it M11 would never see the local model's KV
+    /// prefix cache in a bench run and would silently re-prefill every read.
+    /// (The meter above this wrapper counts the prefills.)
+    fn prefix_caching(&self) -> Option<Arc<dyn submem_core::PrefixCaching>> {
+        self.inner.prefix_caching()
+    }
 }
 
 struct Ctx {

@@ -275,3 +275,34 @@ async fn traced_run_reports_where_gold_evidence_went() {
     );
     assert!(report.contains("crowded out"), "{report}");
 }
+
+#[tokio::test]
+async fn a_prefix_caching_memory_llm_reaches_m11_through_the_harness() {
+    use submem_core::test_utils::CachingLlm;
+    let dir = tempfile::tempdir().unwrap();
+    let llm = CachingLlm::from_fn(|_| Ok("an answer".into()));
+    let models = Arc::new(Models {
+        services: test_services(Some(Arc::new(llm.clone()))),
+        reader: Some(Arc::new(llm.clone())),
+        judge: None,
+    });
+    run(
+        dataset(),
+        SubstrateSpec::parse_list("m11").unwrap(),
+        Arc::new(Registry),
+        models,
+        RunOptions {
+            budgets: vec![1024],
+            ks: vec![10],
+            out: dir.path().to_path_buf(),
+            progress: false,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        llm.prefills() > 0,
+        "M11 built no episode cache: the harness hid the LLM's prefix caching"
+    );
+}
