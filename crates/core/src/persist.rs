@@ -250,6 +250,22 @@ pub struct LoadedStates<T> {
     pub bytes: u64,
 }
 
+impl<T> LoadedStates<T> {
+    /// The validated states ([`NamespaceStates::validated`]), after checking
+    /// that their vectors came from `embedder` when one is given
+    /// ([`NamespaceStates::require_embedder`]).
+    pub fn validated(
+        self,
+        embedder: Option<&dyn Embedder>,
+        check: impl FnMut(&Namespace, &mut T) -> std::result::Result<(), String>,
+    ) -> Result<Vec<(Namespace, T)>> {
+        if let Some(e) = embedder {
+            self.states.require_embedder(&self.path, e)?;
+        }
+        self.states.validated(&self.path, check)
+    }
+}
+
 /// Checks the manifest of `dir` and reads its state file `file`.
 pub fn load_states<T: DeserializeOwned>(
     dir: &Path,

@@ -225,12 +225,12 @@ impl FitSettings {
 /// Refuses two names standing for one method: a router holds one member per
 /// method, so a policy choosing between them could not be followed.
 fn one_per_method<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), RouterError> {
-    let mut by_method: BTreeMap<String, &str> = BTreeMap::new();
+    let mut by_method: BTreeMap<submem_core::MethodId, &str> = BTreeMap::new();
     for name in names {
         let (Some(method), Some(canonical)) = (parse_method(name), canonical_name(name)) else {
             continue;
         };
-        if let Some(other) = by_method.insert(method.to_string(), canonical) {
+        if let Some(other) = by_method.insert(method, canonical) {
             if other != canonical {
                 return Err(RouterError::BadPolicy(format!(
                     "{other} and {canonical} both implement {method}, and a router holds one member \

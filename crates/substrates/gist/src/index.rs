@@ -537,12 +537,11 @@ impl Substrate for GistIndex {
     #[tracing::instrument(name = "m3.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         let loaded = load_states::<Shelf>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let restored = loaded
-            .states
-            .validated(&loaded.path, |_, shelf| shelf.rebuild())?;
+        let bytes = loaded.bytes;
+        let restored = loaded.validated(None, |_, shelf| shelf.rebuild())?;
         let _gate = self.gate.lock().await;
         *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 

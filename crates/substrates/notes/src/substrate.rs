@@ -107,14 +107,11 @@ impl Substrate for EvolvingNotes {
     async fn restore(&self, dir: &Path) -> Result<()> {
         let _gate = self.gate.lock().await;
         let loaded = load_states::<Space>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let embedder = &*self.services.embedder;
-        loaded.states.require_embedder(&loaded.path, embedder)?;
-        let dim = embedder.dimension();
-        let restored = loaded
-            .states
-            .validated(&loaded.path, |_, s| check_space(s, dim))?;
+        let (bytes, dim) = (loaded.bytes, self.services.embedder.dimension());
+        let restored =
+            loaded.validated(Some(&*self.services.embedder), |_, s| check_space(s, dim))?;
         *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 

@@ -191,11 +191,8 @@ impl Substrate for Raptor {
 
     async fn restore(&self, dir: &Path) -> Result<()> {
         let loaded = load_states::<NsTree>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
-        loaded
-            .states
-            .require_embedder(&loaded.path, &*self.services.embedder)?;
-        let dim = self.services.embedder.dimension();
-        let restored = loaded.states.validated(&loaded.path, |_, tree| {
+        let (bytes, dim) = (loaded.bytes, self.services.embedder.dimension());
+        let restored = loaded.validated(Some(&*self.services.embedder), |_, tree| {
             tree.reindex()?;
             match tree
                 .nodes
@@ -207,7 +204,7 @@ impl Substrate for Raptor {
             }
         })?;
         *self.trees.lock().await = restored.into_iter().collect();
-        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 

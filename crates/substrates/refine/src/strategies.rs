@@ -423,14 +423,12 @@ impl Substrate for StrategyBank {
     #[tracing::instrument(name = "m7.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         let loaded = load_states::<Space>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
-        loaded
-            .states
-            .require_embedder(&loaded.path, &*self.services.embedder)?;
-        let restored = loaded.states.validated(&loaded.path, |_, space| {
+        let bytes = loaded.bytes;
+        let restored = loaded.validated(Some(&*self.services.embedder), |_, space| {
             space.journal.reindex().and_then(|()| space.check())
         })?;
         *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 

@@ -558,15 +558,12 @@ impl Substrate for EpiCache {
     #[tracing::instrument(name = "m11.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         let loaded = load_states::<Space>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
-        loaded
-            .states
-            .require_embedder(&loaded.path, &*self.services.embedder)?;
-        let dim = self.services.embedder.dimension();
-        let restored = loaded
-            .states
-            .validated(&loaded.path, |_, space| space.reindex(dim))?;
+        let (bytes, dim) = (loaded.bytes, self.services.embedder.dimension());
+        let restored = loaded.validated(Some(&*self.services.embedder), |_, space| {
+            space.reindex(dim)
+        })?;
         *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(loaded.bytes, Ordering::Relaxed);
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
