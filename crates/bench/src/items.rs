@@ -84,6 +84,10 @@ pub struct ItemRecord {
     pub read_llm_calls: u64,
     /// Whether the reader answered this item (the reader may sample items).
     pub answered: bool,
+    /// Why the reader refused this item's request (e.g. the prompt is longer
+    /// than the reader's context); the item then counts as not answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_error: Option<String>,
     /// Reader generation wall time, seconds.
     pub generate_seconds: Option<f64>,
     /// Reader tokens (prompt + answer), as the reader counted them.
@@ -126,6 +130,10 @@ pub struct WriteRecord {
     pub write_latency_samples: Vec<f64>,
     /// Wall time of the manage call, seconds.
     pub manage_seconds: f64,
+    /// Wall time of restoring the training bank before the writes, seconds
+    /// (cross-episode regime; 0 otherwise).
+    #[serde(default)]
+    pub restore_seconds: f64,
     /// Meter counts of the write phase.
     pub write: PhaseStats,
     /// Meter counts of the manage phase.

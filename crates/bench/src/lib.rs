@@ -56,6 +56,7 @@ pub mod baselines;
 pub mod compare;
 pub mod dataset;
 mod error;
+mod instance;
 pub mod items;
 pub mod metrics;
 pub mod reader;

@@ -237,6 +237,15 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             }
             out.push('\n');
         }
+        for r in runs {
+            if let Some(n) = r.number("reader_rejected").filter(|n| *n > 0.0) {
+                let _ = writeln!(
+                    out,
+                    "\n{}: the reader refused {n:.0} requests (prompt over its context, see items.jsonl `reader_error`); they count as not answered.",
+                    r.substrate
+                );
+            }
+        }
         // Resolutions of the events shown.
         let res: Vec<(&str, [f64; 3])> = runs
             .iter()

@@ -8,12 +8,16 @@
 //!
 //! `train_episodes` (cross-episode regime, for refined-experience memories
 //! such as M7/M8): the first N conversations of the run are *training*
-//! episodes. They are asked nothing; their histories are written, in dataset
-//! order, into every later conversation's namespace before that
-//! conversation's own history, so each test episode's questions are read
-//! from a memory built from the training episodes plus its own. Write costs
-//! and footprints then include the training writes (paid again per test
-//! conversation, since every conversation gets a fresh instance).
+//! episodes. They are asked nothing. Each substrate writes them once, in
+//! dataset order, into one agent namespace ([`AGENT_NAMESPACE`]), manages,
+//! and persists the result as its *training bank* under `<out>/banks/`.
+//! Every test episode then restores that bank into a fresh instance, writes
+//! its own history into the same namespace, manages, and is read: the bank
+//! is built from the training trajectories and recovered for each new
+//! episode. The bank's cost is logged once (the write record of
+//! [`TRAINING_BANK`]) and counted once in the run's totals; each episode's
+//! record holds only its own writes (and the restore time), while its
+//! footprint includes the bank.
 //!
 //! `limit` caps questions **per conversation** (the first N in dataset order);
 //! `reader_sample` caps how many questions the reader answers **in total**
@@ -24,19 +28,17 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use async_trait::async_trait;
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
-use submem_core::{
-    ChatRequest, Completion, Llm, Meter, MeteredSubstrate, Namespace, Query, Regime, Resolution,
-    ServiceError, Services, Substrate,
-};
+use submem_core::{Llm, Namespace, Query, Regime, Resolution, Services, Substrate};
 use tokio::task::JoinSet;
 
 use crate::dataset::{Conversation, Dataset, QuestionKind};
+use crate::instance::{instance, training_bank, write_and_manage, BankCell, Instance};
+pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
 use crate::metrics::retrieval::CoverageCounts;
 use crate::metrics::EvidenceFates;
@@ -160,60 +162,26 @@ pub struct RunOutcome {
     pub failures: Vec<String>,
 }
 
-/// An LLM wrapper counting calls and tokens, so that a read's own LLM use can
-/// be told apart cheaply (the meter's snapshot sorts every latency sample).
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn Llm>,
-    calls: AtomicU64,
-    tokens: AtomicU64,
+pub(crate) struct Ctx {
+    pub(crate) dataset: Arc<Dataset>,
+    pub(crate) train: Vec<Conversation>,
+    pub(crate) factory: Arc<dyn SubstrateFactory>,
+    pub(crate) models: Arc<Models>,
+    pub(crate) opts: RunOptions,
+    pub(crate) done: HashSet<ItemKey>,
+    pub(crate) writes_done: HashSet<(String, String, String)>,
+    pub(crate) sample: Option<HashSet<(String, String)>>,
+    pub(crate) items_log: Mutex<JsonlLog>,
+    pub(crate) writes_log: Mutex<JsonlLog>,
+    pub(crate) new_items: Mutex<Vec<ItemRecord>>,
+    pub(crate) new_writes: Mutex<Vec<WriteRecord>>,
+    pub(crate) appended: AtomicUsize,
+    pub(crate) progress: ProgressBar,
+    /// Training banks by substrate label, built once (cross-episode regime).
+    pub(crate) banks: Mutex<std::collections::HashMap<String, Arc<BankCell>>>,
 }
 
-#[async_trait]
-impl Llm for Counting {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    async fn complete(
-        &self,
-        request: &ChatRequest,
-    ) -> std::result::Result<Completion, ServiceError> {
-        let out = self.inner.complete(request).await;
-        if let Ok(c) = &out {
-            self.calls.fetch_add(1, Ordering::Relaxed);
-            self.tokens.fetch_add(
-                c.usage.input_tokens + c.usage.output_tokens,
-                Ordering::Relaxed,
-            );
-        }
-        out
-    }
-    /// Passed through: without it M11 would never see the local model's KV
-    /// prefix cache in a bench run and would silently re-prefill every read.
-    /// (The meter above this wrapper counts the prefills.)
-    fn prefix_caching(&self) -> Option<Arc<dyn submem_core::PrefixCaching>> {
-        self.inner.prefix_caching()
-    }
-}
-
-struct Ctx {
-    dataset: Arc<Dataset>,
-    train: Vec<Conversation>,
-    factory: Arc<dyn SubstrateFactory>,
-    models: Arc<Models>,
-    opts: RunOptions,
-    done: HashSet<ItemKey>,
-    writes_done: HashSet<(String, String, String)>,
-    sample: Option<HashSet<(String, String)>>,
-    items_log: Mutex<JsonlLog>,
-    writes_log: Mutex<JsonlLog>,
-    new_items: Mutex<Vec<ItemRecord>>,
-    new_writes: Mutex<Vec<WriteRecord>>,
-    appended: AtomicUsize,
-    progress: ProgressBar,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -333,6 +301,7 @@ pub async fn run(
         new_writes: Mutex::new(Vec::new()),
         appended: AtomicUsize::new(0),
         progress,
+        banks: Mutex::new(std::collections::HashMap::new()),
     });
 
     let mut tasks = specs
@@ -443,86 +412,55 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
         conversation: conv.id.clone(),
         source: e,
     };
-
-    // Build: base LLM -> counting -> metered.
-    let counting = ctx.models.services.llm.as_ref().map(|llm| {
-        Arc::new(Counting {
-            inner: llm.clone(),
-            calls: AtomicU64::new(0),
-            tokens: AtomicU64::new(0),
-        })
-    });
-    let base = Services {
-        llm: counting.clone().map(|c| c as Arc<dyn Llm>),
-        embedder: ctx.models.services.embedder.clone(),
-        tokens: ctx.models.services.tokens.clone(),
-    };
-    let meter = Meter::new();
-    let services = meter.wrap_services(&base);
-    let counter = services.tokens.clone();
-    let inner = match ctx.factory.build(spec, services) {
-        Ok(s) => s,
-        Err(BenchError::NeedsLlm { substrate }) => {
-            let msg =
-                format!("{substrate}: needs a memory LLM and the run has none (--memory-llm none)");
-            tracing::warn!("{msg}; skipped");
-            ctx.progress.inc(pending.len() as u64);
-            return Ok(Some(msg));
+    // Cross-episode regime: every episode restores the training bank into one
+    // agent namespace; otherwise each conversation is its own namespace.
+    let bank = if ctx.train.is_empty() {
+        None
+    } else {
+        match training_bank(ctx, spec).await? {
+            Ok(dir) => Some(dir),
+            Err(skip) => {
+                ctx.progress.inc(pending.len() as u64);
+                return Ok(Some(skip));
+            }
         }
-        Err(BenchError::NeedsLocalModel { substrate, reason }) => {
-            let msg = format!("{substrate}: needs the local model weights: {reason}");
-            tracing::warn!("{msg}; skipped");
-            ctx.progress.inc(pending.len() as u64);
-            return Ok(Some(msg));
-        }
-        Err(e) => return Err(e),
     };
-    let family = format!("{:?}", inner.info().family);
-    let sub = MeteredSubstrate::new(inner, meter.clone());
-    let ns = namespace_for(&conv.id)?;
+    let ns = match bank {
+        Some(_) => Namespace::new(AGENT_NAMESPACE)?,
+        None => namespace_for(&conv.id)?,
+    };
+    let Instance {
+        sub,
+        meter,
+        counting,
+        family,
+        tokens: counter,
+    } = match instance(ctx, spec)? {
+        Ok(i) => i,
+        Err(skip) => {
+            ctx.progress.inc(pending.len() as u64);
+            return Ok(Some(skip));
+        }
+    };
+    let mut restore_seconds = 0.0;
+    if let Some(dir) = &bank {
+        let t = Instant::now();
+        sub.restore(dir).await.map_err(sub_err)?;
+        restore_seconds = t.elapsed().as_secs_f64();
+    }
 
     // Write phase.
     ctx.progress
         .set_message(format!("{label} · {} · writing", conv.id));
-    let mut samples = Vec::new();
-    let mut events = 0usize;
-    let mut write_seconds = 0.0;
-    let training = ctx.train.iter().flat_map(|c| c.history.batches());
-    for batch in training.chain(conv.history.batches()) {
-        if batch.is_empty() {
-            continue;
-        }
-        let t = Instant::now();
-        sub.write(&ns, &batch).await.map_err(sub_err)?;
-        let dt = t.elapsed().as_secs_f64();
-        write_seconds += dt;
-        samples.push(dt / batch.len() as f64);
-        events += batch.len();
-    }
-    ctx.progress
-        .set_message(format!("{label} · {} · managing", conv.id));
-    let t = Instant::now();
-    sub.manage().await.map_err(sub_err)?;
-    let manage_seconds = t.elapsed().as_secs_f64();
-    let fp = sub.footprint();
+    let written = write_and_manage(&sub, &ns, conv.history.batches())
+        .await
+        .map_err(sub_err)?;
     let write_key = (label.clone(), dataset.clone(), conv.id.clone());
     if !ctx.writes_done.contains(&write_key) {
-        let snap = meter.snapshot();
+        let rec = written.record(&sub, &meter, &label, family, &dataset, &conv.id);
         let rec = WriteRecord {
-            substrate: label.clone(),
-            family,
-            dataset: dataset.clone(),
-            conversation: conv.id.clone(),
-            events,
-            write_seconds,
-            write_latency_samples: samples,
-            manage_seconds,
-            write: snap.write,
-            manage: snap.manage,
-            memory_bytes: fp.memory_bytes,
-            disk_bytes: fp.disk_bytes,
-            stored_tokens: fp.stored_tokens,
-            input_tokens: fp.input_tokens,
+            restore_seconds,
+            ..rec
         };
         lock(&ctx.writes_log).append(&rec)?;
         lock(&ctx.new_writes).push(rec);
@@ -622,6 +560,7 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             read_llm_tokens: tokens1 - tokens0,
             read_llm_calls: calls1 - calls0,
             answered: false,
+            reader_error: None,
             generate_seconds: None,
             reader_tokens: None,
             answer: None,
@@ -642,8 +581,21 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             if q.kind != QuestionKind::Adversarial {
                 let llm = recall.reader.clone().unwrap_or(shared);
                 let t = Instant::now();
-                let (answer, used) =
-                    reader::answer(&llm, q, &recall.text, &ctx.opts.reader).await?;
+                let (answer, used) = match reader::answer(&llm, q, &recall.text, &ctx.opts.reader)
+                    .await
+                {
+                    Ok(done) => done,
+                    // A refused request (a prompt over the reader's
+                    // context) fails the same way on every retry: record
+                    // it on the item and go on with the run.
+                    Err(BenchError::Service { what, source }) if source.is_request_rejected() => {
+                        tracing::warn!("{what}: {source}; item recorded as not answered");
+                        item.reader_error = Some(source.to_string());
+                        log_item(ctx, item)?;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 item.generate_seconds = Some(t.elapsed().as_secs_f64());
                 item.reader_tokens = Some(used);
                 item.answered = true;
@@ -662,13 +614,20 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
                 item.answer = Some(answer);
             }
         }
-        lock(&ctx.items_log).append(&item)?;
-        lock(&ctx.new_items).push(item);
-        ctx.progress.inc(1);
-        let n = ctx.appended.fetch_add(1, Ordering::SeqCst) + 1;
-        if ctx.opts.abort_after.is_some_and(|limit| n >= limit) {
-            return Err(BenchError::Aborted(n));
-        }
+        log_item(ctx, item)?;
     }
     Ok(None)
+}
+
+/// Logs a finished item (so a killed run resumes after it) and stops the run
+/// when `--abort-after` is reached.
+fn log_item(ctx: &Ctx, item: ItemRecord) -> Result<()> {
+    lock(&ctx.items_log).append(&item)?;
+    lock(&ctx.new_items).push(item);
+    ctx.progress.inc(1);
+    let n = ctx.appended.fetch_add(1, Ordering::SeqCst) + 1;
+    if ctx.opts.abort_after.is_some_and(|limit| n >= limit) {
+        return Err(BenchError::Aborted(n));
+    }
+    Ok(())
 }

@@ -18,6 +18,11 @@
 //! - E5/E6, E10/E11: meter counts of the write and manage phases summed over
 //!   conversations; E8/E9: LLM tokens/calls made inside reads; E12 = E5+E8+E10,
 //!   E13 = E6+E9+E11 (the reader's answers are not auxiliary calls).
+//! - Cross-episode regime (`train_episodes`): the training bank is written
+//!   once per substrate; its cost is `training_bank` and is added once to
+//!   E5/E6, E10/E11, E12/E13 and E14; the per-episode figures
+//!   (`llm_per_conversation`, E3, E1) leave it out, though each episode's
+//!   footprint holds the restored bank.
 //! - E7: mean rendered-memory tokens per item (`E7_total` is the sum).
 //! - E14: Σ write + manage time over conversations + Σ (read + generate) over
 //!   items (judging excluded); E15 = E14 / items.
@@ -39,6 +44,7 @@ use submem_core::LatencyStats;
 
 use crate::items::{ItemRecord, WriteRecord};
 use crate::metrics::EvidenceFates;
+use crate::runner::TRAINING_BANK;
 
 /// One run's metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,6 +220,10 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
             "answered".into(),
             json!(its.iter().filter(|i| i.answered).count()),
         );
+        m.insert(
+            "reader_rejected".into(),
+            json!(its.iter().filter(|i| i.reader_error.is_some()).count()),
+        );
         m.insert("conversations".into(), json!(convs.len()));
         answer_metrics(&its, &mut m);
         let input: u64 = ws.iter().map(|w| w.input_tokens).sum();
@@ -228,6 +238,18 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
                 json!(ws.iter().map(|w| f(w)).sum::<f64>())
             } else {
                 Value::Null
+            }
+        };
+        // The training bank (cross-episode regime) is paid once per run: in
+        // the cost totals, not in the per-episode figures or footprints.
+        let bank = write_map
+            .get(&(g.0.as_str(), g.1.as_str(), TRAINING_BANK))
+            .copied();
+        m.insert("training_bank".into(), bank.map_or(Value::Null, bank_cost));
+        let sum_cost = |f: &dyn Fn(&WriteRecord) -> f64| -> Value {
+            match sum_w(f).as_f64() {
+                Some(x) => json!(x + bank.map_or(0.0, f)),
+                None => Value::Null,
             }
         };
         m.insert(
@@ -246,10 +268,10 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         m.insert("E3".into(), latency(&e3));
         let e4: Vec<f64> = its.iter().map(|i| i.read_seconds).collect();
         m.insert("E4".into(), latency(&e4));
-        let e5 = sum_w(&|w| w.write.total_tokens() as f64);
-        let e6 = sum_w(&|w| w.write.llm_calls as f64);
-        let e10 = sum_w(&|w| w.manage.total_tokens() as f64);
-        let e11 = sum_w(&|w| w.manage.llm_calls as f64);
+        let e5 = sum_cost(&|w| w.write.total_tokens() as f64);
+        let e6 = sum_cost(&|w| w.write.llm_calls as f64);
+        let e10 = sum_cost(&|w| w.manage.total_tokens() as f64);
+        let e11 = sum_cost(&|w| w.manage.llm_calls as f64);
         let e8: u64 = its.iter().map(|i| i.read_llm_tokens).sum();
         let e9: u64 = its.iter().map(|i| i.read_llm_calls).sum();
         let total = |a: &Value, b: u64, c: &Value| match (a.as_f64(), c.as_f64()) {
@@ -280,7 +302,7 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
             .iter()
             .map(|i| i.read_seconds + i.generate_seconds.unwrap_or(0.0))
             .sum();
-        let e14 = sum_w(&|w| w.write_seconds + w.manage_seconds)
+        let e14 = sum_cost(&|w| w.write_seconds + w.manage_seconds + w.restore_seconds)
             .as_f64()
             .map(|w| w + e14_items);
         m.insert("E14".into(), e14.map_or(Value::Null, |x| json!(x)));
@@ -329,6 +351,18 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         });
     }
     Summary { runs }
+}
+
+/// What building a training bank cost, once.
+fn bank_cost(b: &WriteRecord) -> Value {
+    json!({
+        "events": b.events,
+        "write_seconds": b.write_seconds,
+        "manage_seconds": b.manage_seconds,
+        "write": {"calls": b.write.llm_calls, "tokens": b.write.total_tokens()},
+        "manage": {"calls": b.manage.llm_calls, "tokens": b.manage.total_tokens()},
+        "bytes": b.memory_bytes + b.disk_bytes,
+    })
 }
 
 /// Memory-LLM calls and tokens (input + output) per conversation, by phase:
@@ -402,6 +436,7 @@ mod tests {
             read_llm_tokens: 0,
             read_llm_calls: 0,
             answered: judge.is_some(),
+            reader_error: None,
             generate_seconds: judge.map(|_| 1.0),
             reader_tokens: None,
             answer: None,
@@ -431,6 +466,7 @@ mod tests {
             write_seconds: 2.0,
             write_latency_samples: vec![0.1, 0.3],
             manage_seconds: 0.4,
+            restore_seconds: 0.0,
             write: PhaseStats {
                 llm_calls: 3,
                 input_tokens: 30,

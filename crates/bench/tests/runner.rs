@@ -9,11 +9,11 @@ use std::sync::Arc;
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
 use submem_bench::registry::{Registry, SubstrateSpec};
-use submem_bench::runner::{run, Models, RunOptions};
+use submem_bench::runner::{run, Models, RunOptions, TRAINING_BANK};
 use submem_bench::summary::summarize;
 use submem_bench::{BenchError, Dataset, DatasetKind};
 use submem_core::test_utils::{test_services, ScriptedLlm};
-use submem_core::Llm;
+use submem_core::{Llm, ServiceError};
 
 fn dataset() -> Arc<Dataset> {
     Arc::new(
@@ -115,6 +115,90 @@ async fn reader_sample_and_judge() {
     let s = summarize(&out.items, &out.writes);
     assert_eq!(s.runs[0].number("P4"), Some(0.0));
     assert_eq!(s.runs[0].number("answered"), Some(4.0));
+}
+
+/// A reader that refuses prompts over `limit` characters, as the local model
+/// refuses prompts over its context.
+fn refusing_reader(limit: usize) -> Arc<dyn Llm> {
+    Arc::new(ScriptedLlm::from_fn(move |r| {
+        let chars: usize = r.messages.iter().map(|m| m.content.len()).sum();
+        if chars > limit {
+            Err(ServiceError::InvalidRequest(format!(
+                "prompt of {chars} chars exceeds the context"
+            )))
+        } else {
+            Ok("I don't know".into())
+        }
+    }))
+}
+
+#[tokio::test]
+async fn a_refused_reader_request_fails_its_item_not_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("nomem,recent").unwrap();
+    let o = RunOptions {
+        budgets: vec![1024],
+        ks: vec![5],
+        ..opts(dir.path())
+    };
+    // nomem's prompt is the question alone; recent's carries ~1k tokens of
+    // history, far over 2,000 characters.
+    let m = Arc::new(Models {
+        services: test_services(None),
+        reader: Some(refusing_reader(2_000)),
+        judge: None,
+    });
+    let out = run(dataset(), specs, Arc::new(Registry), m, o)
+        .await
+        .unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(out.new_items, 24, "every item is logged");
+    let (refused, fine): (Vec<&ItemRecord>, Vec<&ItemRecord>) = out
+        .items
+        .iter()
+        .filter(|i| i.gold.is_some())
+        .partition(|i| i.reader_error.is_some());
+    assert!(!refused.is_empty() && !fine.is_empty());
+    assert!(refused
+        .iter()
+        .all(|i| i.key.substrate == "recent" && !i.answered && i.answer.is_none()));
+    assert!(fine.iter().all(|i| i.answered));
+    let s = summarize(&out.items, &out.writes);
+    let recent = s.runs.iter().find(|r| r.substrate == "recent").unwrap();
+    assert_eq!(recent.number("reader_rejected"), Some(refused.len() as f64));
+    let logged: Vec<ItemRecord> = read_jsonl(&dir.path().join("items.jsonl")).unwrap();
+    assert_eq!(
+        logged.iter().filter(|i| i.reader_error.is_some()).count(),
+        refused.len(),
+        "the refusal survives in the log"
+    );
+}
+
+#[tokio::test]
+async fn a_broken_reader_stops_the_task_so_a_resume_retries_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("recent").unwrap();
+    let o = RunOptions {
+        budgets: vec![512],
+        ks: vec![5],
+        ..opts(dir.path())
+    };
+    let m = Arc::new(Models {
+        services: test_services(None),
+        reader: Some(Arc::new(submem_core::test_utils::FailingLlm) as Arc<dyn Llm>),
+        judge: None,
+    });
+    let out = run(dataset(), specs, Arc::new(Registry), m, o).await;
+    let failed = match out {
+        Ok(o) => !o.failures.is_empty(),
+        Err(_) => true,
+    };
+    assert!(
+        failed,
+        "an unreachable reader must not be recorded as answered items"
+    );
+    let logged: Vec<ItemRecord> = read_jsonl(&dir.path().join("items.jsonl")).unwrap_or_default();
+    assert!(logged.iter().all(|i| i.reader_error.is_none()));
 }
 
 #[tokio::test]
@@ -305,4 +389,137 @@ async fn a_prefix_caching_memory_llm_reaches_m11_through_the_harness() {
         llm.prefills() > 0,
         "M11 built no episode cache: the harness hid the LLM's prefix caching"
     );
+}
+
+/// Cross-episode regime: the training bank is written once per substrate,
+/// persisted, and restored into every test episode; its cost is logged once
+/// and every memory-LLM call of the run is accounted for.
+#[tokio::test]
+async fn the_training_bank_is_built_once_and_restored_per_episode() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Arc::new(
+        SyntheticSpec {
+            conversations: 4,
+            units: 40,
+            questions: 3,
+            session_size: 10,
+            regime: submem_core::Regime::Agentic,
+            ..SyntheticSpec::default()
+        }
+        .dataset()
+        .unwrap(),
+    );
+    let llm = Arc::new(ScriptedLlm::new(vec![
+        "SUCCESS. Strategy: check the nearest container first.".into(),
+    ]));
+    let m = Arc::new(Models {
+        services: test_services(Some(llm.clone() as Arc<dyn Llm>)),
+        reader: None,
+        judge: None,
+    });
+    let o = RunOptions {
+        budgets: vec![512],
+        ks: vec![5],
+        train_episodes: Some(2),
+        ..opts(dir.path())
+    };
+    let specs = SubstrateSpec::parse_list("m7,m1").unwrap();
+    let out = run(
+        data.clone(),
+        specs.clone(),
+        Arc::new(Registry),
+        m.clone(),
+        o.clone(),
+    )
+    .await
+    .unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(
+        out.new_items,
+        2 * 2 * 3,
+        "2 substrates x 2 test episodes x 3 questions"
+    );
+
+    let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
+    let bank = |s: &str| {
+        let b: Vec<&WriteRecord> = writes
+            .iter()
+            .filter(|w| w.substrate == s && w.conversation == TRAINING_BANK)
+            .collect();
+        assert_eq!(b.len(), 1, "{s}: one bank record");
+        b[0]
+    };
+    let episodes = |s: &str| -> Vec<&WriteRecord> {
+        writes
+            .iter()
+            .filter(|w| w.substrate == s && w.conversation != TRAINING_BANK)
+            .collect()
+    };
+    let train_events: usize = data.conversations[..2]
+        .iter()
+        .map(|c| c.history.len())
+        .sum();
+    for s in ["m7", "m1"] {
+        assert_eq!(bank(s).events, train_events);
+        assert!(dir.path().join("banks").join(s).is_dir());
+        for (e, conv) in episodes(s).iter().zip(&data.conversations[2..]) {
+            assert_eq!(
+                e.events,
+                conv.history.len(),
+                "{s}: only the episode is written"
+            );
+        }
+    }
+    // The restored bank is in every episode's memory.
+    for e in episodes("m1") {
+        assert!(e.memory_bytes > bank("m1").memory_bytes);
+    }
+    // m7 distils per trajectory: the bank pays for two, an episode for one.
+    let (b7, e7) = (bank("m7"), episodes("m7"));
+    assert!(b7.write.llm_calls > 0);
+    assert!(e7.iter().all(|e| e.write.llm_calls < b7.write.llm_calls));
+    // Every request the memory LLM saw is in exactly one record.
+    let logged: u64 = writes
+        .iter()
+        .map(|w| w.write.llm_calls + w.manage.llm_calls)
+        .sum::<u64>()
+        + out.items.iter().map(|i| i.read_llm_calls).sum::<u64>();
+    assert_eq!(llm.requests().len() as u64, logged);
+    let s = summarize(&out.items, &out.writes);
+    let r7 = s.runs.iter().find(|r| r.substrate == "m7").unwrap();
+    let per_episode: u64 = e7.iter().map(|e| e.write.llm_calls).sum();
+    assert_eq!(
+        r7.number("E6"),
+        Some((per_episode + b7.write.llm_calls) as f64),
+        "the bank counts once in the run's totals"
+    );
+    assert_eq!(
+        r7.metrics["training_bank"]["write"]["calls"],
+        serde_json::json!(b7.write.llm_calls)
+    );
+
+    // A resume that needs reads again reuses the persisted bank.
+    let items = dir.path().join("items.jsonl");
+    let text = std::fs::read_to_string(&items).unwrap();
+    let kept: Vec<&str> = text.lines().take(3).collect();
+    std::fs::write(&items, kept.join("\n") + "\n").unwrap();
+    let before = llm.requests().len();
+    let again = run(data, specs, Arc::new(Registry), m, o).await.unwrap();
+    assert!(again.failures.is_empty(), "{:?}", again.failures);
+    assert_eq!(again.new_items, 12 - 3);
+    let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
+    assert_eq!(
+        writes
+            .iter()
+            .filter(|w| w.conversation == TRAINING_BANK)
+            .count(),
+        2,
+        "no bank rebuilt"
+    );
+    // Episodes are rewritten (their instances are gone), the bank is not.
+    let episode_calls: u64 = e7
+        .iter()
+        .map(|e| e.write.llm_calls + e.manage.llm_calls)
+        .sum();
+    assert!(((llm.requests().len() - before) as u64) <= episode_calls);
 }

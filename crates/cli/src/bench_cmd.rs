@@ -81,8 +81,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub conversations: Option<usize>,
     /// Cross-episode regime: the first N conversations (after --conversations) are training
-    /// episodes, asked nothing and written into every later conversation's memory before its own
-    /// history (for M7/M8, whose strategies and skills pay off on a new episode).
+    /// episodes, asked nothing. Each substrate writes them once into a training bank (kept under
+    /// <out>/banks/), which every later conversation restores before writing its own history
+    /// (for M7/M8, whose strategies and skills pay off on a new episode).
     #[arg(long, value_name = "N")]
     pub train_episodes: Option<usize>,
     /// Substrate × conversation tasks run at once.
@@ -321,6 +322,7 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         "train_episodes": args.train_episodes,
         "seed": args.seed,
     });
+    let run_info = resumable_run_info(&out, run_info)?;
     std::fs::write(
         out.join("run.json"),
         serde_json::to_string_pretty(&run_info)?,
@@ -414,9 +416,100 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
     Ok(ExitCode::SUCCESS)
 }
 
+/// Settings that change what an item's result means: a run directory holds
+/// results for one value of each, so a resume with another is refused.
+const RUN_IDENTITY: [&str; 7] = [
+    "dataset",
+    "data",
+    "reader",
+    "judge",
+    "memory_llm",
+    "seed",
+    "train_episodes",
+];
+
+/// Lists that a resume may extend (more substrates, budgets or k values).
+const RUN_EXTENSIBLE: [&str; 3] = ["substrates", "budgets", "k"];
+
+/// Checks `info` against the run already in `out` (if it holds items) and
+/// returns what `run.json` should say: refuses a resume whose results would
+/// mean something else (another memory LLM, reader, dataset...), since the
+/// old items would be kept and mixed with the new ones under the same keys;
+/// extends the substrate, budget and k lists otherwise.
+fn resumable_run_info(
+    out: &std::path::Path,
+    mut info: serde_json::Value,
+) -> Result<serde_json::Value, AnyError> {
+    let has_items = std::fs::metadata(out.join("items.jsonl")).is_ok_and(|m| m.len() > 0);
+    let path = out.join("run.json");
+    let old: serde_json::Value = match std::fs::read_to_string(&path) {
+        Ok(text) if has_items => serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{} is not a run description ({e}); use a new --out",
+                path.display()
+            )
+        })?,
+        _ => return Ok(info),
+    };
+    for key in RUN_IDENTITY {
+        let (was, now) = (&old[key], &info[key]);
+        if was != now {
+            return Err(format!(
+                "{} holds a run with {key} = {was}, this one has {now}: its results would be mixed with \
+the old ones; use a new --out (or the same {key})",
+                out.display()
+            )
+            .into());
+        }
+    }
+    for key in RUN_EXTENSIBLE {
+        let mut merged: Vec<serde_json::Value> = old[key].as_array().cloned().unwrap_or_default();
+        for v in info[key].as_array().cloned().unwrap_or_default() {
+            if !merged.contains(&v) {
+                merged.push(v);
+            }
+        }
+        info[key] = serde_json::Value::Array(merged);
+    }
+    Ok(info)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(memory_llm: Option<&str>, substrates: &[&str]) -> serde_json::Value {
+        serde_json::json!({
+            "dataset": "locomo", "data": "conv.json", "reader": null, "judge": null,
+            "memory_llm": memory_llm, "seed": 42, "train_episodes": null,
+            "substrates": substrates, "budgets": [4096], "k": [10], "limit": 20,
+        })
+    }
+
+    #[test]
+    fn a_resume_may_extend_a_run_but_not_change_what_its_items_mean() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = info(Some("local SmolLM2 (memory)"), &["m3"]);
+        // No items yet: anything goes, and nothing is merged.
+        let written = resumable_run_info(dir.path(), first.clone()).unwrap();
+        assert_eq!(written, first);
+        std::fs::write(dir.path().join("run.json"), written.to_string()).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+
+        let more = resumable_run_info(
+            dir.path(),
+            info(Some("local SmolLM2 (memory)"), &["m4", "m3"]),
+        );
+        assert_eq!(more.unwrap()["substrates"], serde_json::json!(["m3", "m4"]));
+
+        let err = resumable_run_info(dir.path(), info(None, &["m3"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("memory_llm") && err.contains("new --out"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn timestamp_shape() {

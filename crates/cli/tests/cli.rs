@@ -278,3 +278,28 @@ fn abort_hook_then_rerun() {
     let uniq: std::collections::HashSet<_> = k.iter().collect();
     assert_eq!(uniq.len(), k.len());
 }
+
+/// A resume whose items would mean something else (another seed, memory LLM,
+/// reader...) is refused before any work, and the old results stay as they were.
+#[test]
+fn resume_with_other_settings_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &str| {
+        submem()
+            .args(["bench", "--substrates", "recent", "--reader", "none", "-q"])
+            .args(["--synth-units", "200", "--synth-questions", "5"])
+            .args(["--seed", seed, "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = run("42");
+    assert!(o.status.success(), "{}", text(&o));
+    let items = dir.path().join("items.jsonl");
+    let before = std::fs::read_to_string(&items).unwrap();
+    assert_clean_failure(&run("43"), "seed");
+    assert_eq!(std::fs::read_to_string(&items).unwrap(), before);
+    // The same settings resume (and find everything done).
+    let o = run("42");
+    assert!(o.status.success(), "{}", text(&o));
+}

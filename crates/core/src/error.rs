@@ -161,3 +161,40 @@ pub enum ServiceError {
     #[error("injected failure: {0}")]
     Injected(String),
 }
+
+impl ServiceError {
+    /// Whether the request itself was refused (a prompt longer than the
+    /// model's context, an empty message list, an HTTP 400/413/422): sending
+    /// the same request again fails again, so a caller working through many
+    /// requests can record this one as failed and go on. Missing models,
+    /// unreachable servers and other HTTP statuses are not: they are the
+    /// service's state, and the caller should stop and let the user fix it.
+    pub fn is_request_rejected(&self) -> bool {
+        match self {
+            Self::InvalidRequest(_) => true,
+            Self::Http { status, .. } => matches!(status, 400 | 413 | 422),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejected_requests_are_told_apart_from_broken_services() {
+        let http = |status| ServiceError::Http {
+            service: "vllm".into(),
+            status,
+            body: String::new(),
+        };
+        assert!(ServiceError::InvalidRequest("prompt too long".into()).is_request_rejected());
+        assert!(http(400).is_request_rejected());
+        assert!(http(413).is_request_rejected());
+        assert!(!http(401).is_request_rejected());
+        assert!(!http(429).is_request_rejected());
+        assert!(!http(503).is_request_rejected());
+        assert!(!ServiceError::Config("no url".into()).is_request_rejected());
+    }
+}

@@ -1,0 +1,269 @@
+//! What one run task works with: a fresh substrate instance whose services
+//! report to its own meter, the write-then-manage step every task runs, and
+//! the training bank of the cross-episode regime (built once per substrate,
+//! persisted, restored into every test episode).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use submem_core::{
+    ChatRequest, Completion, Event, Llm, Meter, MeteredSubstrate, Namespace, ServiceError,
+    Services, Substrate, TokenCounter,
+};
+
+use crate::items::WriteRecord;
+use crate::registry::SubstrateSpec;
+use crate::runner::{lock, Ctx};
+use crate::{BenchError, Result};
+
+/// An LLM wrapper counting calls and tokens, so that a read's own LLM use can
+/// be told apart cheaply (the meter's snapshot sorts every latency sample).
+#[derive(Debug)]
+pub(crate) struct Counting {
+    inner: Arc<dyn Llm>,
+    pub(crate) calls: AtomicU64,
+    pub(crate) tokens: AtomicU64,
+}
+
+#[async_trait]
+impl Llm for Counting {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+    ) -> std::result::Result<Completion, ServiceError> {
+        let out = self.inner.complete(request).await;
+        if let Ok(c) = &out {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            self.tokens.fetch_add(
+                c.usage.input_tokens + c.usage.output_tokens,
+                Ordering::Relaxed,
+            );
+        }
+        out
+    }
+    /// Passed through: without it M11 would never see the local model's KV
+    /// prefix cache in a bench run and would silently re-prefill every read.
+    /// (The meter above this wrapper counts the prefills.)
+    fn prefix_caching(&self) -> Option<Arc<dyn submem_core::PrefixCaching>> {
+        self.inner.prefix_caching()
+    }
+}
+
+/// The namespace every episode of the cross-episode regime is written to
+/// and read from: one agent's memory.
+pub const AGENT_NAMESPACE: &str = "agent";
+
+/// The `conversation` of the write record that holds the cost of building
+/// the training bank (once per substrate in the cross-episode regime).
+pub const TRAINING_BANK: &str = "(training bank)";
+
+/// A substrate instance with its own meter, as one task uses it.
+pub(crate) struct Instance {
+    pub(crate) sub: MeteredSubstrate<Arc<dyn Substrate>>,
+    pub(crate) meter: Arc<Meter>,
+    /// The memory LLM's call counter (to tell a read's own calls apart).
+    pub(crate) counting: Option<Arc<Counting>>,
+    pub(crate) family: String,
+    /// The metered token counter.
+    pub(crate) tokens: Arc<dyn TokenCounter>,
+}
+
+/// Builds a fresh instance of `spec` whose services report to a fresh meter:
+/// base LLM -> counting -> metered. `Ok(Err(reason))` when the run cannot
+/// build it (no memory LLM, no local weights): the substrate is skipped.
+pub(crate) fn instance(
+    ctx: &Ctx,
+    spec: &SubstrateSpec,
+) -> Result<std::result::Result<Instance, String>> {
+    let counting = ctx.models.services.llm.as_ref().map(|llm| {
+        Arc::new(Counting {
+            inner: llm.clone(),
+            calls: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+        })
+    });
+    let base = Services {
+        llm: counting.clone().map(|c| c as Arc<dyn Llm>),
+        embedder: ctx.models.services.embedder.clone(),
+        tokens: ctx.models.services.tokens.clone(),
+    };
+    let meter = Meter::new();
+    let services = meter.wrap_services(&base);
+    let tokens = services.tokens.clone();
+    let inner = match ctx.factory.build(spec, services) {
+        Ok(s) => s,
+        Err(BenchError::NeedsLlm { substrate }) => {
+            let msg =
+                format!("{substrate}: needs a memory LLM and the run has none (--memory-llm none)");
+            tracing::warn!("{msg}; skipped");
+            return Ok(Err(msg));
+        }
+        Err(BenchError::NeedsLocalModel { substrate, reason }) => {
+            let msg = format!("{substrate}: needs the local model weights: {reason}");
+            tracing::warn!("{msg}; skipped");
+            return Ok(Err(msg));
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Ok(Instance {
+        family: format!("{:?}", inner.info().family),
+        sub: MeteredSubstrate::new(inner, meter.clone()),
+        meter,
+        counting,
+        tokens,
+    }))
+}
+
+/// What writing a history and managing once cost.
+pub(crate) struct Written {
+    events: usize,
+    write_seconds: f64,
+    samples: Vec<f64>,
+    manage_seconds: f64,
+}
+
+impl Written {
+    pub(crate) fn record(
+        self,
+        sub: &MeteredSubstrate<Arc<dyn Substrate>>,
+        meter: &Meter,
+        substrate: &str,
+        family: String,
+        dataset: &str,
+        conversation: &str,
+    ) -> WriteRecord {
+        let fp = sub.footprint();
+        let snap = meter.snapshot();
+        WriteRecord {
+            substrate: substrate.to_string(),
+            family,
+            dataset: dataset.to_string(),
+            conversation: conversation.to_string(),
+            events: self.events,
+            write_seconds: self.write_seconds,
+            write_latency_samples: self.samples,
+            manage_seconds: self.manage_seconds,
+            restore_seconds: 0.0,
+            write: snap.write,
+            manage: snap.manage,
+            memory_bytes: fp.memory_bytes,
+            disk_bytes: fp.disk_bytes,
+            stored_tokens: fp.stored_tokens,
+            input_tokens: fp.input_tokens,
+        }
+    }
+}
+
+/// Writes `batches` (session-sized) into `ns`, then manages once.
+pub(crate) async fn write_and_manage(
+    sub: &MeteredSubstrate<Arc<dyn Substrate>>,
+    ns: &Namespace,
+    batches: impl Iterator<Item = Vec<Event>>,
+) -> submem_core::Result<Written> {
+    let mut w = Written {
+        events: 0,
+        write_seconds: 0.0,
+        samples: Vec::new(),
+        manage_seconds: 0.0,
+    };
+    for batch in batches {
+        if batch.is_empty() {
+            continue;
+        }
+        let t = Instant::now();
+        sub.write(ns, &batch).await?;
+        let dt = t.elapsed().as_secs_f64();
+        w.write_seconds += dt;
+        w.samples.push(dt / batch.len() as f64);
+        w.events += batch.len();
+    }
+    let t = Instant::now();
+    sub.manage().await?;
+    w.manage_seconds = t.elapsed().as_secs_f64();
+    Ok(w)
+}
+
+/// The persisted training bank of `spec` (cross-episode regime): built once
+/// per run from the training episodes, in dataset order, into the agent
+/// namespace, managed, and persisted under `<out>/banks/`; every test
+/// episode restores it into a fresh instance. Its write and manage cost is
+/// logged once, as the write record of [`TRAINING_BANK`]. A resumed run
+/// reuses a bank whose record was logged.
+pub(crate) async fn training_bank(
+    ctx: &Ctx,
+    spec: &SubstrateSpec,
+) -> Result<std::result::Result<PathBuf, String>> {
+    let label = spec.to_string();
+    let cell = {
+        let mut banks = lock(&ctx.banks);
+        banks.entry(label.clone()).or_default().clone()
+    };
+    cell.get_or_try_init(|| build_bank(ctx, spec, label))
+        .await
+        .cloned()
+}
+
+async fn build_bank(
+    ctx: &Ctx,
+    spec: &SubstrateSpec,
+    label: String,
+) -> Result<std::result::Result<PathBuf, String>> {
+    let dataset = ctx.dataset.name.clone();
+    let dir = ctx.opts.out.join("banks").join(file_safe(&label));
+    let key = (label.clone(), dataset.clone(), TRAINING_BANK.to_string());
+    if ctx.writes_done.contains(&key) && dir.is_dir() {
+        tracing::info!(substrate = %label, dir = %dir.display(), "reusing the training bank");
+        return Ok(Ok(dir));
+    }
+    let Instance {
+        sub, meter, family, ..
+    } = match instance(ctx, spec)? {
+        Ok(i) => i,
+        Err(skip) => return Ok(Err(skip)),
+    };
+    let sub_err = |e: submem_core::Error| BenchError::Substrate {
+        substrate: label.clone(),
+        conversation: TRAINING_BANK.into(),
+        source: e,
+    };
+    ctx.progress
+        .set_message(format!("{label} · writing the training bank"));
+    let ns = Namespace::new(AGENT_NAMESPACE)?;
+    let batches = ctx.train.iter().flat_map(|c| c.history.batches());
+    let written = write_and_manage(&sub, &ns, batches)
+        .await
+        .map_err(sub_err)?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+    sub.persist(&dir).await.map_err(sub_err)?;
+    let rec = written.record(&sub, &meter, &label, family, &dataset, TRAINING_BANK);
+    lock(&ctx.writes_log).append(&rec)?;
+    lock(&ctx.new_writes).push(rec);
+    Ok(Ok(dir))
+}
+
+/// A substrate label as a file name (`m1:k=5` -> `m1_k_5`).
+fn file_safe(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The outcome of building one training bank: its directory, or why the
+/// substrate is skipped.
+pub(crate) type BankCell = tokio::sync::OnceCell<std::result::Result<PathBuf, String>>;
