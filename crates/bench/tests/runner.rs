@@ -117,6 +117,15 @@ async fn reader_sample_and_judge() {
     assert_eq!(s.runs[0].number("answered"), Some(4.0));
 }
 
+/// Test services and `reader`, no judge.
+fn reader_only(reader: Arc<dyn Llm>) -> Arc<Models> {
+    Arc::new(Models {
+        services: test_services(None),
+        reader: Some(reader),
+        judge: None,
+    })
+}
+
 /// A reader that refuses prompts over `limit` characters, as the local model
 /// refuses prompts over its context.
 fn refusing_reader(limit: usize) -> Arc<dyn Llm> {
@@ -143,11 +152,7 @@ async fn a_refused_reader_request_fails_its_item_not_the_run() {
     };
     // nomem's prompt is the question alone; recent's carries ~1k tokens of
     // history, far over 2,000 characters.
-    let m = Arc::new(Models {
-        services: test_services(None),
-        reader: Some(refusing_reader(2_000)),
-        judge: None,
-    });
+    let m = reader_only(refusing_reader(2_000));
     let out = run(dataset(), specs, Arc::new(Registry), m, o)
         .await
         .unwrap();
@@ -183,11 +188,7 @@ async fn a_broken_reader_stops_the_task_so_a_resume_retries_it() {
         ks: vec![5],
         ..opts(dir.path())
     };
-    let m = Arc::new(Models {
-        services: test_services(None),
-        reader: Some(Arc::new(submem_core::test_utils::FailingLlm) as Arc<dyn Llm>),
-        judge: None,
-    });
+    let m = reader_only(Arc::new(submem_core::test_utils::FailingLlm));
     let out = run(dataset(), specs, Arc::new(Registry), m, o).await;
     let failed = match out {
         Ok(o) => !o.failures.is_empty(),
