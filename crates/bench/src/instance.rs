@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use indicatif::ProgressBar;
 use submem_core::{
     ChatRequest, Completion, Event, Llm, Meter, MeteredSubstrate, Namespace, ServiceError,
     Services, Substrate, TokenCounter,
@@ -156,15 +157,20 @@ impl Written {
             disk_bytes: fp.disk_bytes,
             stored_tokens: fp.stored_tokens,
             input_tokens: fp.input_tokens,
+            diagnostics: sub.diagnostics(),
         }
     }
 }
 
-/// Writes `batches` (session-sized) into `ns`, then manages once.
+/// Writes `batches` (session-sized) into `ns`, then manages once. Each
+/// batch and the manage pass are shown on `progress` and logged at info
+/// level, so an hour of LLM writes is not silent: `task` names the work.
 pub(crate) async fn write_and_manage(
     sub: &MeteredSubstrate<Arc<dyn Substrate>>,
     ns: &Namespace,
     batches: impl Iterator<Item = Vec<Event>>,
+    progress: &ProgressBar,
+    task: &str,
 ) -> submem_core::Result<Written> {
     let mut w = Written {
         events: 0,
@@ -172,20 +178,30 @@ pub(crate) async fn write_and_manage(
         samples: Vec::new(),
         manage_seconds: 0.0,
     };
-    for batch in batches {
-        if batch.is_empty() {
-            continue;
-        }
+    let batches: Vec<Vec<Event>> = batches.filter(|b| !b.is_empty()).collect();
+    let n = batches.len();
+    for (i, batch) in batches.iter().enumerate() {
+        progress.set_message(format!("{task} · writing batch {}/{n}", i + 1));
         let t = Instant::now();
-        sub.write(ns, &batch).await?;
+        sub.write(ns, batch).await?;
         let dt = t.elapsed().as_secs_f64();
+        tracing::info!(
+            task,
+            batch = i + 1,
+            of = n,
+            events = batch.len(),
+            seconds = dt,
+            "batch written"
+        );
         w.write_seconds += dt;
         w.samples.push(dt / batch.len() as f64);
         w.events += batch.len();
     }
+    progress.set_message(format!("{task} · managing"));
     let t = Instant::now();
     sub.manage().await?;
     w.manage_seconds = t.elapsed().as_secs_f64();
+    tracing::info!(task, seconds = w.manage_seconds, "managed");
     Ok(w)
 }
 
@@ -232,11 +248,10 @@ async fn build_bank(
         conversation: TRAINING_BANK.into(),
         source: e,
     };
-    ctx.progress
-        .set_message(format!("{label} · writing the training bank"));
     let ns = Namespace::new(AGENT_NAMESPACE)?;
     let batches = ctx.train.iter().flat_map(|c| c.history.batches());
-    let written = write_and_manage(&sub, &ns, batches)
+    let task = format!("{label} · training bank");
+    let written = write_and_manage(&sub, &ns, batches, &ctx.progress, &task)
         .await
         .map_err(sub_err)?;
     if dir.exists() {

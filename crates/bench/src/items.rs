@@ -15,7 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use submem_core::PhaseStats;
+use submem_core::{Diagnostics, PhaseStats};
 
 use crate::dataset::QuestionKind;
 use crate::metrics::{CoverageCounts, EvidenceFates};
@@ -82,6 +82,11 @@ pub struct ItemRecord {
     pub read_llm_tokens: u64,
     /// E9: LLM calls the substrate made in this read.
     pub read_llm_calls: u64,
+    /// The substrate's behaviour counters that moved during this read
+    /// (e.g. `selection_fallbacks: 1` when M3's page choice fell back to
+    /// BM25); see [`submem_core::Substrate::diagnostics`].
+    #[serde(default, skip_serializing_if = "Diagnostics::is_empty")]
+    pub read_diagnostics: Diagnostics,
     /// Whether the reader answered this item (the reader may sample items).
     pub answered: bool,
     /// Why the reader refused this item's request (e.g. the prompt is longer
@@ -146,6 +151,11 @@ pub struct WriteRecord {
     pub stored_tokens: u64,
     /// Tokens ingested.
     pub input_tokens: u64,
+    /// The substrate's behaviour counters after write and manage (LLM
+    /// replies used or fallen back to rules, evolution calls...); see
+    /// [`submem_core::Substrate::diagnostics`].
+    #[serde(default, skip_serializing_if = "Diagnostics::is_empty")]
+    pub diagnostics: Diagnostics,
 }
 
 /// An append-only JSONL file of records with a key.

@@ -246,6 +246,38 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
                 );
             }
         }
+        // Substrates' own counters (LLM replies used or fallen back to rules).
+        let counters: Vec<String> = runs
+            .iter()
+            .filter_map(|r| {
+                let d = r.metrics.get("diagnostics")?.as_object()?;
+                let phase = |p: &str| {
+                    d.get(p)
+                        .and_then(serde_json::Value::as_object)
+                        .filter(|m| !m.is_empty())
+                        .map(|m| {
+                            let list = m
+                                .iter()
+                                .map(|(k, v)| format!("{k} {v}"))
+                                .collect::<Vec<_>>()
+                                .join(", ");
+                            format!("{p}: {list}")
+                        })
+                };
+                let parts: Vec<String> =
+                    ["write", "read"].iter().filter_map(|p| phase(p)).collect();
+                (!parts.is_empty()).then(|| format!("- {}: {}", r.substrate, parts.join("; ")))
+            })
+            .collect();
+        if !counters.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nSubstrate counters (summed over conversations; `read` over all reads):\n"
+            );
+            for line in counters {
+                let _ = writeln!(out, "{line}");
+            }
+        }
         // Resolutions of the events shown.
         let res: Vec<(&str, [f64; 3])> = runs
             .iter()
@@ -498,5 +530,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn substrate_counters_are_listed_when_kept() {
+        let mut m3 = run("m3", 0.2, 0.5);
+        m3.metrics.insert(
+            "diagnostics".into(),
+            serde_json::json!({"write": {"llm_gists": 9}, "read": {"selection_fallbacks": 4}}),
+        );
+        let s = Summary {
+            runs: vec![m3, run("m2", 0.5, 0.1)],
+        };
+        let md = markdown(&s, &[]);
+        assert!(
+            md.contains("- m3: write: llm_gists 9; read: selection_fallbacks 4"),
+            "{md}"
+        );
+        assert!(!md.contains("- m2:"), "{md}");
     }
 }

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
-use submem_core::{Llm, Namespace, Query, Regime, Resolution, Services, Substrate};
+use submem_core::{Diagnostics, Llm, Namespace, Query, Regime, Resolution, Services, Substrate};
 use tokio::task::JoinSet;
 
 use crate::dataset::{Conversation, Dataset, QuestionKind};
@@ -379,6 +379,17 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The counters of `after` that grew since `before`, by how much.
+fn moved(before: &Diagnostics, after: Diagnostics) -> Diagnostics {
+    after
+        .into_iter()
+        .filter_map(|(name, n)| {
+            let grown = n.saturating_sub(before.get(&name).copied().unwrap_or(0));
+            (grown > 0).then_some((name, grown))
+        })
+        .collect()
+}
+
 /// One substrate on one conversation. `Ok(Some(reason))` when skipped.
 async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result<Option<String>> {
     let label = spec.to_string();
@@ -450,9 +461,8 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
     }
 
     // Write phase.
-    ctx.progress
-        .set_message(format!("{label} · {} · writing", conv.id));
-    let written = write_and_manage(&sub, &ns, conv.history.batches())
+    let task = format!("{label} · {}", conv.id);
+    let written = write_and_manage(&sub, &ns, conv.history.batches(), &ctx.progress, &task)
         .await
         .map_err(sub_err)?;
     let write_key = (label.clone(), dataset.clone(), conv.id.clone());
@@ -488,9 +498,11 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
                 c.tokens.load(Ordering::Relaxed),
             )
         });
+        let diagnostics0 = sub.diagnostics();
         let t = Instant::now();
         let recall = sub.read(&query).await.map_err(sub_err)?;
         let read_seconds = t.elapsed().as_secs_f64();
+        let read_diagnostics = moved(&diagnostics0, sub.diagnostics());
         let (calls1, tokens1) = counting.as_ref().map_or((0, 0), |c| {
             (
                 c.calls.load(Ordering::Relaxed),
@@ -559,6 +571,7 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             read_seconds,
             read_llm_tokens: tokens1 - tokens0,
             read_llm_calls: calls1 - calls0,
+            read_diagnostics,
             answered: false,
             reader_error: None,
             generate_seconds: None,

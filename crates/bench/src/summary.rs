@@ -29,6 +29,9 @@
 //! - `evidence_coverage`: share of gold turns shown whole;
 //!   `evidence_partial`: shown at least in part (whole included).
 //! - `resolution_shares`: share of shown events at each resolution.
+//! - `diagnostics`: the substrate's behaviour counters (LLM replies used or
+//!   fallen back to rules...), summed over conversations: `write` as logged
+//!   after write and manage, `read` as moved during the reads.
 //! - `evidence_fates`: where gold turns went (see [`crate::metrics::fates`]):
 //!   shares `whole`, `part_only`, `record_only`, `absent` of all gold turns
 //!   and, when the run traced (`--trace`), `not_ranked`, `ranked_too_low`,
@@ -40,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-use submem_core::LatencyStats;
+use submem_core::{Diagnostics, LatencyStats};
 
 use crate::items::{ItemRecord, WriteRecord};
 use crate::metrics::EvidenceFates;
@@ -326,6 +329,7 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
             })
         };
         m.insert("resolution_shares".into(), shares);
+        m.insert("diagnostics".into(), diagnostics(&ws, &its));
 
         let mut cats: BTreeMap<String, Vec<&ItemRecord>> = BTreeMap::new();
         for i in &its {
@@ -353,9 +357,32 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
     Summary { runs }
 }
 
+/// The substrate's behaviour counters summed over conversations: `write`
+/// (after write and manage) and `read` (moved during reads); `null` when the
+/// substrate keeps none.
+fn diagnostics(ws: &[&WriteRecord], its: &[&ItemRecord]) -> Value {
+    let sum = |maps: &mut dyn Iterator<Item = &Diagnostics>| {
+        let mut total = Diagnostics::new();
+        for d in maps {
+            for (name, n) in d {
+                *total.entry(name.clone()).or_insert(0) += n;
+            }
+        }
+        total
+    };
+    let write = sum(&mut ws.iter().map(|w| &w.diagnostics));
+    let read = sum(&mut its.iter().map(|i| &i.read_diagnostics));
+    if write.is_empty() && read.is_empty() {
+        Value::Null
+    } else {
+        json!({"write": write, "read": read})
+    }
+}
+
 /// What building a training bank cost, once.
 fn bank_cost(b: &WriteRecord) -> Value {
     json!({
+        "diagnostics": b.diagnostics,
         "events": b.events,
         "write_seconds": b.write_seconds,
         "manage_seconds": b.manage_seconds,
@@ -435,6 +462,7 @@ mod tests {
             read_seconds: read,
             read_llm_tokens: 0,
             read_llm_calls: 0,
+            read_diagnostics: Diagnostics::new(),
             answered: judge.is_some(),
             reader_error: None,
             generate_seconds: judge.map(|_| 1.0),
@@ -478,7 +506,11 @@ mod tests {
             disk_bytes: 0,
             stored_tokens: 50,
             input_tokens: 200,
+            diagnostics: Diagnostics::from([("rule_notes".to_string(), 2)]),
         };
+        let mut items = items;
+        items[1].read_diagnostics = Diagnostics::from([("selection_fallbacks".to_string(), 1)]);
+        items[2].read_diagnostics = Diagnostics::from([("selection_fallbacks".to_string(), 1)]);
         let s = summarize(&items, &[w]);
         assert_eq!(s.runs.len(), 1);
         let r = &s.runs[0];
@@ -505,5 +537,15 @@ mod tests {
         assert_eq!(r.number("evidence_coverage"), Some(0.5));
         assert_eq!(r.metrics["resolution_shares"]["raw"], json!(0.75));
         assert_eq!(r.per_category["cat"]["questions"], json!(3));
+        assert_eq!(
+            r.metrics["diagnostics"],
+            json!({"write": {"rule_notes": 2}, "read": {"selection_fallbacks": 2}})
+        );
+    }
+
+    #[test]
+    fn diagnostics_are_null_for_a_substrate_that_keeps_none() {
+        let s = summarize(&[item("a", Some(1.0), None, 0.1)], &[]);
+        assert_eq!(s.runs[0].metrics["diagnostics"], Value::Null);
     }
 }

@@ -524,3 +524,57 @@ async fn the_training_bank_is_built_once_and_restored_per_episode() {
         .sum();
     assert!(((llm.requests().len() - before) as u64) <= episode_calls);
 }
+
+/// A substrate's own counters reach the records: M3's gists in the write
+/// record, and each read whose page choice fell back to BM25 (the scripted
+/// memory LLM names no page) in that item.
+#[tokio::test]
+async fn substrate_counters_are_logged_with_writes_and_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::from_fn(|_| Ok("A talk about plans; I cannot tell which.".into()));
+    let models = Arc::new(Models {
+        services: test_services(Some(Arc::new(llm))),
+        reader: None,
+        judge: None,
+    });
+    let out = run(
+        dataset(),
+        SubstrateSpec::parse_list("m3").unwrap(),
+        Arc::new(Registry),
+        models,
+        RunOptions {
+            budgets: vec![1024],
+            ks: vec![10],
+            out: dir.path().to_path_buf(),
+            progress: false,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
+    assert_eq!(writes.len(), 2);
+    for w in &writes {
+        let gists = w.diagnostics.get("llm_gists").copied().unwrap_or(0)
+            + w.diagnostics.get("rule_gists").copied().unwrap_or(0);
+        assert!(gists > 0, "no gist counted: {:?}", w.diagnostics);
+        assert_eq!(w.diagnostics.get("selection_fallbacks"), Some(&0));
+    }
+    let items: Vec<ItemRecord> = read_jsonl(&dir.path().join("items.jsonl")).unwrap();
+    assert_eq!(items.len(), 12);
+    for i in &items {
+        assert_eq!(
+            i.read_diagnostics.get("selection_fallbacks"),
+            Some(&1),
+            "{:?}",
+            i.read_diagnostics
+        );
+        assert!(!i.read_diagnostics.contains_key("llm_gists"));
+    }
+    let s = summarize(&out.items, &out.writes);
+    assert_eq!(
+        s.runs[0].metrics["diagnostics"]["read"]["selection_fallbacks"],
+        serde_json::json!(12)
+    );
+}

@@ -59,6 +59,7 @@ pub use services::{
     TokenCounter, Usage,
 };
 pub use substrate::{
-    Family, Footprint, Forget, ManageReport, MethodId, Substrate, SubstrateInfo, WriteReport,
+    diagnostics_of, Diagnostics, Family, Footprint, Forget, ManageReport, MethodId, Substrate,
+    SubstrateInfo, WriteReport,
 };
 pub use trace::{EvidenceFate, EvidenceTrace, ReadTrace};

@@ -451,6 +451,9 @@ impl<S: Substrate> Substrate for MeteredSubstrate<S> {
     async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
         self.inner.trace(query, source_ids).await
     }
+    fn diagnostics(&self) -> crate::Diagnostics {
+        self.inner.diagnostics()
+    }
 }
 
 #[cfg(test)]

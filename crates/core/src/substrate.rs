@@ -191,6 +191,40 @@ pub trait Substrate: Debug + Send + Sync + 'static {
         let _ = (query, source_ids);
         Ok(None)
     }
+
+    /// Counters of the substrate's own behaviour since it was built, by
+    /// name: how often an LLM reply was used or fell back to the rules, how
+    /// many evolution calls ran, and the like. They explain a cost or a
+    /// score (a 135M model's unusable replies show up here, not as errors).
+    /// Cumulative and in-memory only: a restored instance starts from zero.
+    /// The default, for substrates that keep none, is empty.
+    fn diagnostics(&self) -> Diagnostics {
+        Diagnostics::new()
+    }
+}
+
+/// A substrate's named behaviour counters (see [`Substrate::diagnostics`]).
+pub type Diagnostics = std::collections::BTreeMap<String, u64>;
+
+/// The unsigned integer fields of a serialisable stats struct, by field
+/// name: how a substrate turns its own stats type into [`Diagnostics`]
+/// without listing the fields twice. Other fields are left out.
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Stats { llm_notes: u64, rule_notes: u64 }
+/// let d = submem_core::diagnostics_of(&Stats { llm_notes: 3, rule_notes: 1 });
+/// assert_eq!(d["llm_notes"], 3);
+/// assert_eq!(d["rule_notes"], 1);
+/// ```
+pub fn diagnostics_of<T: serde::Serialize>(stats: &T) -> Diagnostics {
+    match serde_json::to_value(stats) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(k, v)| v.as_u64().map(|n| (k, n)))
+            .collect(),
+        _ => Diagnostics::new(),
+    }
 }
 
 /// Forwards every method through a smart pointer, so `Box<dyn Substrate>` and
@@ -229,6 +263,9 @@ macro_rules! forward_substrate {
                 source_ids: &[String],
             ) -> Result<Option<ReadTrace>> {
                 (**self).trace(query, source_ids).await
+            }
+            fn diagnostics(&self) -> Diagnostics {
+                (**self).diagnostics()
             }
         }
     };

@@ -12,8 +12,8 @@ use std::sync::{Arc, RwLock};
 
 use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
+    Diagnostics, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query,
+    Recall, Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
 };
 
 use crate::compose::{first_share, join_recalls, second_share};
@@ -445,6 +445,19 @@ impl Substrate for RoutedSubstrate {
             f.input_tokens = f.input_tokens.max(g.input_tokens);
         }
         f
+    }
+
+    /// Every member's counters, each name prefixed with its method
+    /// (`m4.rule_notes`).
+    fn diagnostics(&self) -> Diagnostics {
+        self.members
+            .iter()
+            .flat_map(|(method, m)| {
+                m.diagnostics()
+                    .into_iter()
+                    .map(move |(k, v)| (format!("{method}.{k}"), v))
+            })
+            .collect()
     }
 
     async fn persist(&self, dir: &Path) -> Result<()> {

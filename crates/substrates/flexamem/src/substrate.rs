@@ -124,6 +124,10 @@ impl Substrate for FlexaMem {
         .await
     }
 
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
+    }
+
     fn footprint(&self) -> Footprint {
         let Ok(s) = self.read_state() else {
             return Footprint::default();

@@ -49,7 +49,7 @@ pub struct GistRead {
 }
 
 /// Counters of what the index did, since it was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GistStats {
     /// Gists written by the LLM.
     pub llm_gists: u64,
@@ -501,6 +501,10 @@ impl Substrate for GistIndex {
             changed += shelf.dedup(self.config.dedup_jaccard);
         }
         Ok(ManageReport { changed })
+    }
+
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {

@@ -16,7 +16,7 @@ use crate::store::NamespaceState;
 use crate::GraphError;
 
 /// Counts of how extraction and keyword steps were done, for reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GraphStats {
     /// Chunks extracted by the LLM.
     pub llm_extractions: u64,

@@ -116,6 +116,10 @@ impl Substrate for GraphMemory {
         .await
     }
 
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
+    }
+
     fn footprint(&self) -> Footprint {
         match self.state.try_lock() {
             Ok(state) => self.compute_footprint(&state),

@@ -65,7 +65,7 @@ impl Space {
 }
 
 /// Counters for reports and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LoraStats {
     /// Chunks whose pairs came from the cloze rule.
     pub rule_chunks: u64,
@@ -389,6 +389,10 @@ impl Substrate for LoraMemory {
             changed += 1;
         }
         Ok(ManageReport { changed })
+    }
+
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {

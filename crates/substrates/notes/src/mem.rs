@@ -14,7 +14,7 @@ use crate::store::{Note, PendingEvolution, Space};
 use crate::{read, NotesConfig, NotesError};
 
 /// Counters of what the LLM did, for reports and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NotesStats {
     /// Notes written by the LLM (strict or repaired JSON).
     pub llm_notes: u64,

@@ -67,6 +67,10 @@ impl Substrate for EvolvingNotes {
         self.run_evolutions().await
     }
 
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
+    }
+
     fn footprint(&self) -> Footprint {
         let Ok(spaces) = self.spaces.read() else {
             return Footprint::default();

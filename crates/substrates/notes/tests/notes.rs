@@ -115,6 +115,11 @@ async fn evolution_runs_in_manage_and_never_rewrites_raw_text() {
     assert_eq!(after.manage.llm_calls as usize, queued);
     assert_eq!(after.write.llm_calls, 4);
     assert_eq!(m.inner().pending_evolutions(), 0);
+    // The counters reach the harness through the metered wrapper.
+    let d = m.diagnostics();
+    assert_eq!(d["llm_notes"], 4);
+    assert_eq!(d["evolution_calls"] as usize, queued);
+    assert_eq!(d["rewrites"], m.inner().stats().rewrites);
     let notes = m.inner().notes(&a);
     for (n, e) in notes.iter().zip(&turns) {
         assert_eq!(n.raw, e.render(), "raw text rewritten");

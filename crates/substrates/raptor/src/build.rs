@@ -38,7 +38,7 @@ pub struct BuildCounters {
 }
 
 /// A copy of [`BuildCounters`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RaptorStats {
     /// Summaries written by the LLM.
     pub llm_summaries: u64,

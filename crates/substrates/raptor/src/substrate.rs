@@ -161,6 +161,10 @@ impl Substrate for Raptor {
         .await
     }
 
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
+    }
+
     fn footprint(&self) -> Footprint {
         let mut f = Footprint {
             disk_bytes: self.disk_bytes.load(Ordering::Relaxed),

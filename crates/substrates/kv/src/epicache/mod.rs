@@ -113,7 +113,7 @@ const FORMAT_VERSION: u32 = 1;
 const STATE_FILE: &str = "episodes.json";
 
 /// Counts of what M11 did since it was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EpiCacheStats {
     /// Namespaces re-clustered from scratch.
     pub reclusters: u64,
@@ -524,6 +524,10 @@ impl Substrate for EpiCache {
         }
         changed += self.prefill_episodes().await?;
         Ok(ManageReport { changed })
+    }
+
+    fn diagnostics(&self) -> submem_core::Diagnostics {
+        submem_core::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {
