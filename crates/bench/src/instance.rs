@@ -3,7 +3,7 @@
 //! the training bank of the cross-episode regime (built once per substrate,
 //! persisted, restored into every test episode).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -263,6 +263,42 @@ async fn build_bank(
     lock(&ctx.writes_log).append(&rec)?;
     lock(&ctx.new_writes).push(rec);
     Ok(Ok(dir))
+}
+
+/// Where a task's written memory is kept (see
+/// [`crate::runner::RunOptions::keep_memories`]).
+pub(crate) fn kept_memory_dir(out: &Path, substrate: &str, conversation: &str) -> PathBuf {
+    out.join("memories")
+        .join(file_safe(substrate))
+        .join(file_safe(conversation))
+}
+
+/// Persists `sub` into `dir`, replacing what was there only once the new
+/// copy is complete: it is written beside `dir` and renamed into place, so
+/// a crash leaves either the old copy or none, never a torn one.
+pub(crate) async fn keep_memory(
+    sub: &MeteredSubstrate<Arc<dyn Substrate>>,
+    dir: &Path,
+) -> Result<()> {
+    let partial = dir.with_extension("partial");
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).map_err(|e| BenchError::io(&partial, e))?;
+    }
+    std::fs::create_dir_all(&partial).map_err(|e| BenchError::io(&partial, e))?;
+    let t = Instant::now();
+    sub.persist(&partial)
+        .await
+        .map_err(|e| BenchError::Substrate {
+            substrate: sub.info().name,
+            conversation: dir.display().to_string(),
+            source: e,
+        })?;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
+    }
+    std::fs::rename(&partial, dir).map_err(|e| BenchError::io(dir, e))?;
+    tracing::info!(dir = %dir.display(), seconds = t.elapsed().as_secs_f64(), "memory kept");
+    Ok(())
 }
 
 /// A substrate label as a file name (`m1:k=5` -> `m1_k_5`).

@@ -19,6 +19,11 @@
 //! record holds only its own writes (and the restore time), while its
 //! footprint includes the bank.
 //!
+//! Unless `keep_memories` is off, each task's memory is persisted once
+//! written and managed (`<out>/memories/`); a resumed task whose write was
+//! logged restores it and only reads. A copy that does not restore is
+//! written again.
+//!
 //! `limit` caps questions **per conversation** (the first N in dataset order);
 //! `reader_sample` caps how many questions the reader answers **in total**
 //! (the first N answerable questions in dataset order, the same ones for every
@@ -37,7 +42,9 @@ use submem_core::{Diagnostics, Llm, Namespace, Query, Regime, Resolution, Servic
 use tokio::task::JoinSet;
 
 use crate::dataset::{Conversation, Dataset, QuestionKind};
-use crate::instance::{instance, training_bank, write_and_manage, BankCell, Instance};
+use crate::instance::{
+    instance, keep_memory, kept_memory_dir, training_bank, write_and_manage, BankCell, Instance,
+};
 pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
 use crate::metrics::retrieval::CoverageCounts;
@@ -92,6 +99,11 @@ pub struct RunOptions {
     /// after the timed read (its query embedding counts in the read phase's
     /// embedder figures).
     pub trace: bool,
+    /// Keep each task's memory, as written and managed, under
+    /// `<out>/memories/<substrate>/<conversation>/`: a resumed run (after a
+    /// crash, or extended with more budgets or k) restores it instead of
+    /// paying the writes again.
+    pub keep_memories: bool,
 }
 
 impl Default for RunOptions {
@@ -109,6 +121,7 @@ impl Default for RunOptions {
             abort_after: None,
             reader: ReaderSettings::default(),
             trace: false,
+            keep_memories: true,
         }
     }
 }
@@ -453,27 +466,54 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             return Ok(Some(skip));
         }
     };
-    let mut restore_seconds = 0.0;
-    if let Some(dir) = &bank {
-        let t = Instant::now();
-        sub.restore(dir).await.map_err(sub_err)?;
-        restore_seconds = t.elapsed().as_secs_f64();
-    }
-
-    // Write phase.
-    let task = format!("{label} · {}", conv.id);
-    let written = write_and_manage(&sub, &ns, conv.history.batches(), &ctx.progress, &task)
-        .await
-        .map_err(sub_err)?;
+    // Write phase, unless a previous run kept this task's memory.
     let write_key = (label.clone(), dataset.clone(), conv.id.clone());
-    if !ctx.writes_done.contains(&write_key) {
-        let rec = written.record(&sub, &meter, &label, family, &dataset, &conv.id);
-        let rec = WriteRecord {
-            restore_seconds,
-            ..rec
-        };
-        lock(&ctx.writes_log).append(&rec)?;
-        lock(&ctx.new_writes).push(rec);
+    let kept = ctx
+        .opts
+        .keep_memories
+        .then(|| kept_memory_dir(&ctx.opts.out, &label, &conv.id));
+    let restored = match &kept {
+        Some(dir) if ctx.writes_done.contains(&write_key) && dir.is_dir() => {
+            match sub.restore(dir).await {
+                Ok(()) => {
+                    tracing::info!(task = %label, conversation = %conv.id, "kept memory restored");
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(task = %label, conversation = %conv.id, error = %e,
+                        "kept memory did not restore; writing it again");
+                    false
+                }
+            }
+        }
+        _ => false,
+    };
+    if !restored {
+        let mut restore_seconds = 0.0;
+        if let Some(dir) = &bank {
+            let t = Instant::now();
+            sub.restore(dir).await.map_err(sub_err)?;
+            restore_seconds = t.elapsed().as_secs_f64();
+        }
+        let task = format!("{label} · {}", conv.id);
+        let written = write_and_manage(&sub, &ns, conv.history.batches(), &ctx.progress, &task)
+            .await
+            .map_err(sub_err)?;
+        if !ctx.writes_done.contains(&write_key) {
+            let rec = written.record(&sub, &meter, &label, family, &dataset, &conv.id);
+            let rec = WriteRecord {
+                restore_seconds,
+                ..rec
+            };
+            lock(&ctx.writes_log).append(&rec)?;
+            lock(&ctx.new_writes).push(rec);
+        }
+        if let Some(dir) = &kept {
+            if let Err(e) = keep_memory(&sub, dir).await {
+                tracing::warn!(task = %label, conversation = %conv.id, error = %error_chain(&e),
+                    "could not keep the written memory; a resume will write it again");
+            }
+        }
     }
 
     // Read phase.

@@ -578,3 +578,82 @@ async fn substrate_counters_are_logged_with_writes_and_reads() {
         serde_json::json!(12)
     );
 }
+
+fn m3_models(llm: Arc<ScriptedLlm>) -> Arc<Models> {
+    Arc::new(Models {
+        services: test_services(Some(llm as Arc<dyn Llm>)),
+        reader: None,
+        judge: None,
+    })
+}
+
+/// A run extended with another budget restores each task's kept memory and
+/// pays only the new reads: no gist is written again. A kept copy that does
+/// not restore is written again, and the run still completes.
+#[tokio::test]
+async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = Arc::new(ScriptedLlm::from_fn(|_| Ok("A talk about plans.".into())));
+    let at = |budgets: Vec<usize>| RunOptions {
+        budgets,
+        ks: vec![10],
+        out: dir.path().to_path_buf(),
+        progress: false,
+        ..RunOptions::default()
+    };
+    let specs = SubstrateSpec::parse_list("m3").unwrap();
+    let first = run(
+        dataset(),
+        specs.clone(),
+        Arc::new(Registry),
+        m3_models(llm.clone()),
+        at(vec![1024]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.new_items, 12);
+    let first_calls = llm.requests().len();
+    assert!(first_calls > 12, "gists and selections: {first_calls}");
+    let kept = dir.path().join("memories").join("m3");
+    assert!(kept.join("synth-0").is_dir() && kept.join("synth-1").is_dir());
+
+    let second = run(
+        dataset(),
+        specs.clone(),
+        Arc::new(Registry),
+        m3_models(llm.clone()),
+        at(vec![1024, 512]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second.new_items, 12);
+    assert!(second.failures.is_empty(), "{:?}", second.failures);
+    assert_eq!(
+        llm.requests().len() - first_calls,
+        12,
+        "only the new reads' page selections: the memories were restored, not rewritten"
+    );
+    let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
+    assert_eq!(writes.len(), 2, "a restored task logs no second write");
+
+    // A torn copy: the task writes its memory again.
+    std::fs::remove_dir_all(kept.join("synth-0")).unwrap();
+    std::fs::create_dir_all(kept.join("synth-0")).unwrap();
+    std::fs::write(kept.join("synth-0").join("junk"), "x").unwrap();
+    let before = llm.requests().len();
+    let third = run(
+        dataset(),
+        specs,
+        Arc::new(Registry),
+        m3_models(llm.clone()),
+        at(vec![1024, 512, 256]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(third.new_items, 12);
+    assert!(third.failures.is_empty(), "{:?}", third.failures);
+    assert!(
+        llm.requests().len() - before > 12,
+        "the torn copy was written again"
+    );
+}

@@ -93,6 +93,10 @@ pub struct BenchArgs {
     /// pieces): the report then says why evidence was not shown whole.
     #[arg(long)]
     pub trace: bool,
+    /// Do not keep each task's written memory under <out>/memories/ (kept by
+    /// default, so a resumed or extended run restores it instead of writing again).
+    #[arg(long)]
+    pub no_keep_memories: bool,
     /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -304,6 +308,7 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
             max_answer_tokens: args.answer_tokens,
         },
         trace: args.trace,
+        keep_memories: !args.no_keep_memories,
     };
     opts.validate()?;
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
