@@ -51,6 +51,26 @@ fn models(reader: bool) -> Arc<Models> {
     })
 }
 
+/// A run at k 10 over `budgets`, into `out`.
+fn at_budgets(out: &Path, budgets: Vec<usize>) -> RunOptions {
+    RunOptions {
+        budgets,
+        ks: vec![10],
+        out: out.to_path_buf(),
+        progress: false,
+        ..RunOptions::default()
+    }
+}
+
+/// Models with `llm` as the memory LLM (and `reader`, if any).
+fn with_memory_llm(llm: Arc<dyn Llm>, reader: Option<Arc<dyn Llm>>) -> Arc<Models> {
+    Arc::new(Models {
+        services: test_services(Some(llm)),
+        reader,
+        judge: None,
+    })
+}
+
 #[tokio::test]
 async fn sweep_writes_once_and_reads_every_budget_and_k() {
     let dir = tempfile::tempdir().unwrap();
@@ -366,23 +386,12 @@ async fn a_prefix_caching_memory_llm_reaches_m11_through_the_harness() {
     use submem_core::test_utils::CachingLlm;
     let dir = tempfile::tempdir().unwrap();
     let llm = CachingLlm::from_fn(|_| Ok("an answer".into()));
-    let models = Arc::new(Models {
-        services: test_services(Some(Arc::new(llm.clone()))),
-        reader: Some(Arc::new(llm.clone())),
-        judge: None,
-    });
     run(
         dataset(),
         SubstrateSpec::parse_list("m11").unwrap(),
         Arc::new(Registry),
-        models,
-        RunOptions {
-            budgets: vec![1024],
-            ks: vec![10],
-            out: dir.path().to_path_buf(),
-            progress: false,
-            ..RunOptions::default()
-        },
+        with_memory_llm(Arc::new(llm.clone()), Some(Arc::new(llm.clone()))),
+        at_budgets(dir.path(), vec![1024]),
     )
     .await
     .unwrap();
@@ -532,23 +541,12 @@ async fn the_training_bank_is_built_once_and_restored_per_episode() {
 async fn substrate_counters_are_logged_with_writes_and_reads() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::from_fn(|_| Ok("A talk about plans; I cannot tell which.".into()));
-    let models = Arc::new(Models {
-        services: test_services(Some(Arc::new(llm))),
-        reader: None,
-        judge: None,
-    });
     let out = run(
         dataset(),
         SubstrateSpec::parse_list("m3").unwrap(),
         Arc::new(Registry),
-        models,
-        RunOptions {
-            budgets: vec![1024],
-            ks: vec![10],
-            out: dir.path().to_path_buf(),
-            progress: false,
-            ..RunOptions::default()
-        },
+        with_memory_llm(Arc::new(llm), None),
+        at_budgets(dir.path(), vec![1024]),
     )
     .await
     .unwrap();
@@ -579,14 +577,6 @@ async fn substrate_counters_are_logged_with_writes_and_reads() {
     );
 }
 
-fn m3_models(llm: Arc<ScriptedLlm>) -> Arc<Models> {
-    Arc::new(Models {
-        services: test_services(Some(llm as Arc<dyn Llm>)),
-        reader: None,
-        judge: None,
-    })
-}
-
 /// A run extended with another budget restores each task's kept memory and
 /// pays only the new reads: no gist is written again. A kept copy that does
 /// not restore is written again, and the run still completes.
@@ -594,19 +584,14 @@ fn m3_models(llm: Arc<ScriptedLlm>) -> Arc<Models> {
 async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
     let dir = tempfile::tempdir().unwrap();
     let llm = Arc::new(ScriptedLlm::from_fn(|_| Ok("A talk about plans.".into())));
-    let at = |budgets: Vec<usize>| RunOptions {
-        budgets,
-        ks: vec![10],
-        out: dir.path().to_path_buf(),
-        progress: false,
-        ..RunOptions::default()
-    };
+    let at = |budgets| at_budgets(dir.path(), budgets);
+    let models = || with_memory_llm(llm.clone(), None);
     let specs = SubstrateSpec::parse_list("m3").unwrap();
     let first = run(
         dataset(),
         specs.clone(),
         Arc::new(Registry),
-        m3_models(llm.clone()),
+        models(),
         at(vec![1024]),
     )
     .await
@@ -621,7 +606,7 @@ async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
         dataset(),
         specs.clone(),
         Arc::new(Registry),
-        m3_models(llm.clone()),
+        models(),
         at(vec![1024, 512]),
     )
     .await
@@ -645,7 +630,7 @@ async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
         dataset(),
         specs,
         Arc::new(Registry),
-        m3_models(llm.clone()),
+        models(),
         at(vec![1024, 512, 256]),
     )
     .await
