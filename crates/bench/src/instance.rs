@@ -254,11 +254,7 @@ async fn build_bank(
     let written = write_and_manage(&sub, &ns, batches, &ctx.progress, &task)
         .await
         .map_err(sub_err)?;
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
-    sub.persist(&dir).await.map_err(sub_err)?;
+    keep_memory(&sub, &dir).await?;
     let rec = written.record(&sub, &meter, &label, family, &dataset, TRAINING_BANK);
     lock(&ctx.writes_log).append(&rec)?;
     lock(&ctx.new_writes).push(rec);
