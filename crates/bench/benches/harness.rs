@@ -53,7 +53,7 @@ fn harness(c: &mut Criterion) {
                 .block_on(run(
                     dataset.clone(),
                     specs,
-                    Arc::new(Registry),
+                    Arc::new(Registry::default()),
                     models.clone(),
                     opts,
                 ))

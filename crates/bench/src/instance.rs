@@ -15,9 +15,9 @@ use submem_core::{
     Services, Substrate, TokenCounter,
 };
 
+use crate::context::{lock, Ctx};
 use crate::items::WriteRecord;
 use crate::registry::SubstrateSpec;
-use crate::runner::{lock, Ctx};
 use crate::{BenchError, Result};
 
 /// An LLM wrapper counting calls and tokens, so that a read's own LLM use can
@@ -94,10 +94,12 @@ pub(crate) fn instance(
         embedder: ctx.models.services.embedder.clone(),
         tokens: ctx.models.services.tokens.clone(),
     };
-    let meter = Meter::new();
-    let services = meter.wrap_services(&base);
-    let tokens = services.tokens.clone();
-    let inner = match ctx.factory.build(spec, services) {
+    let mut tokens = None;
+    let built = MeteredSubstrate::build(&base, |services| {
+        tokens = Some(services.tokens.clone());
+        ctx.factory.build(spec, services)
+    });
+    let sub = match built {
         Ok(s) => s,
         Err(BenchError::NeedsLlm { substrate }) => {
             let msg =
@@ -112,10 +114,11 @@ pub(crate) fn instance(
         }
         Err(e) => return Err(e),
     };
+    let tokens = tokens.unwrap_or_else(|| base.tokens.clone());
     Ok(Ok(Instance {
-        family: format!("{:?}", inner.info().family),
-        sub: MeteredSubstrate::new(inner, meter.clone()),
-        meter,
+        family: sub.info().family.to_string(),
+        meter: sub.meter().clone(),
+        sub,
         counting,
         tokens,
     }))
@@ -310,7 +313,3 @@ fn file_safe(label: &str) -> String {
         })
         .collect()
 }
-
-/// The outcome of building one training bank: its directory, or why the
-/// substrate is skipped.
-pub(crate) type BankCell = tokio::sync::OnceCell<std::result::Result<PathBuf, String>>;

@@ -9,7 +9,8 @@
 //!   JSONL format and a seeded synthetic generator (100 to 1,000,000 units,
 //!   streamed), all loaded into the same [`Dataset`];
 //! - [`registry`]: substrates built by name (`m1`, `m2`, `m10`,
-//!   `flexa:ranking=hybrid,kappa=64`, the `nomem` / `recent` baselines, and
+//!   `flexa:ranking=hybrid,kappa=64`, the `nomem` / `recent` baselines (the
+//!   latter from `submem-recent`), and
 //!   `router:policy=policy.json` over registry-built members);
 //! - [`runner`]: per substrate × conversation a fresh instance metered by its
 //!   own [`submem_core::Meter`]; write in session batches, manage, then read
@@ -45,7 +46,7 @@
 //! let models = Arc::new(Models { services, reader: None, judge: None }); // retrieval only
 //! let opts = RunOptions { budgets: vec![1024, 4096], ks: vec![5, 10], ..RunOptions::default() };
 //! let specs = SubstrateSpec::parse_list("m1,m2,m10,flexa:ranking=hybrid")?;
-//! let out = run(dataset, specs, Arc::new(Registry), models, opts.clone()).await?;
+//! let out = run(dataset, specs, Arc::new(Registry::default()), models, opts.clone()).await?;
 //! let s = summary::summarize(&out.items, &out.writes);
 //! println!("{}", report::write_all(&opts.out, &s, &[])?);
 //! # Ok(()) }
@@ -54,19 +55,16 @@
 
 pub mod baselines;
 pub mod compare;
+mod context;
 pub mod dataset;
 mod error;
 mod instance;
 pub mod items;
 pub mod metrics;
+pub mod options;
 pub mod reader;
 pub mod registry;
-pub mod registry_graph;
-mod registry_kv;
-pub mod registry_lora;
-pub mod registry_notes;
-pub mod registry_raptor;
-mod registry_refine;
+#[cfg(feature = "router")]
 pub mod registry_router;
 pub mod report;
 pub mod runner;

@@ -263,6 +263,41 @@ pub async fn judge(
     Ok((parse_verdict(rubric, &c.text), c.text))
 }
 
+/// The reader's prompt head, for substrates that prefill it into a KV cache
+/// (M11) so that the reader continues their cache.
+#[cfg(feature = "kv")]
+pub fn reader_head() -> submem_kv::ReaderHead {
+    submem_kv::ReaderHead {
+        system: Some(READER_SYSTEM.to_string()),
+        memory_intro: MEMORY_INTRO.to_string(),
+    }
+}
+
+/// The reader's prompt as M9 trains on it: the harness's own reader prompt
+/// with [`submem_lora::ADAPTER_NOTE`] as the memory block, so the adapter
+/// trains on exactly the prompt shape it is asked with.
+#[cfg(feature = "lora")]
+pub fn lora_prompt_format() -> submem_lora::PromptFormat {
+    fn messages(question: &str) -> Vec<ChatMessage> {
+        let q = Question {
+            id: String::new(),
+            text: question.to_string(),
+            answer: None,
+            evidence: Vec::new(),
+            category: String::new(),
+            kind: QuestionKind::Standard,
+            regime: submem_core::Regime::Conversational,
+            newest: None,
+            date: None,
+        };
+        reader_messages(&q, submem_lora::ADAPTER_NOTE)
+    }
+    submem_lora::PromptFormat {
+        name: "harness-reader",
+        messages,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

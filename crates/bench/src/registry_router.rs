@@ -1,178 +1,206 @@
 //! The `router` entry of the registry: a [`submem_router::RoutedSubstrate`]
 //! whose members are built by the registry itself (each with the run's
 //! metered services, so the router's write and read costs include every
-//! member's).
-//!
-//! Settings (after `router:`):
-//!
-//! | key | meaning | default |
-//! |---|---|---|
-//! | `policy` | a fitted policy file (`submem route fit`) | none: the paper-derived rules |
-//! | `members` | member names joined by `+` | `m1+m2+m10+flexa` |
-//! | `signals` | let runtime signals override the choice | `false` |
-//! | `agreement`, `margin` | the signal thresholds | see [`submem_router::SignalSettings`] |
-//! | `compose` | always compose two members, `first+second` | none |
-//! | `share` | the first member's share of the allowance when composing | `0.5` |
+//! member's), named with the registry's routable names.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use submem_core::{Services, Substrate};
-use submem_router::{parse_method, PolicyFile, RoutedSubstrate, RoutingPolicy, SignalSettings};
-
-use crate::registry::{SubstrateFactory, SubstrateSpec};
-use crate::{BenchError, Result};
+use serde::{Deserialize, Serialize};
+use submem_core::plugin::{
+    BuildContext, LlmUse, MemberBuilder, SubstrateFactory, SubstrateSettings,
+};
+use submem_core::{Error, Family, MethodId, Result};
+use submem_router::{PolicyFile, RouteNames, RoutedSubstrate, RoutingPolicy, SignalSettings};
 
 /// Members when `members` is not given.
 pub const DEFAULT_MEMBERS: &str = "m1+m2+m10+flexa";
 /// The first member's share when composing and `share` is not given.
 pub const DEFAULT_SHARE: f64 = 0.5;
 
-const SETTINGS: &[&str] = &[
-    "policy",
-    "members",
-    "signals",
-    "agreement",
-    "margin",
-    "compose",
-    "share",
-];
+/// Settings of `router`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSettings {
+    /// A fitted policy file (`submem route fit`); unset: the paper-derived rules.
+    pub policy: Option<String>,
+    /// Member substrates joined by `+`, one per method, without settings.
+    pub members: String,
+    /// Let runtime signals (BM25 margin, dense/sparse agreement) override the choice.
+    pub signals: bool,
+    /// Signal threshold: least dense/sparse agreement to trust the choice (unset: default).
+    pub agreement: Option<f64>,
+    /// Signal threshold: least BM25 top-score margin (unset: default).
+    pub margin: Option<f64>,
+    /// Always compose two members, `first+second`, whatever the policy says.
+    pub compose: Option<String>,
+    /// The first member's share of the allowance when composing.
+    pub share: f64,
+}
 
-fn bad(spec: &SubstrateSpec, setting: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::BadSetting {
-        substrate: spec.name.clone(),
-        setting: setting.into(),
-        reason: reason.into(),
+impl Default for RouterSettings {
+    fn default() -> Self {
+        RouterSettings {
+            policy: None,
+            members: DEFAULT_MEMBERS.into(),
+            signals: false,
+            agreement: None,
+            margin: None,
+            compose: None,
+            share: DEFAULT_SHARE,
+        }
     }
 }
 
-fn names<'a>(spec: &SubstrateSpec, key: &str, value: &'a str) -> Result<Vec<&'a str>> {
+impl SubstrateSettings for RouterSettings {
+    fn validate(&self) -> Result<()> {
+        split(&self.members, "members")?;
+        if let Some(c) = &self.compose {
+            if split(c, "compose")?.len() != 2 {
+                return Err(bad(format!(
+                    "compose={c}: name exactly two members, first+second"
+                )));
+            }
+        }
+        if !(self.share > 0.0 && self.share < 1.0) {
+            return Err(bad(format!("share={} must be in (0, 1)", self.share)));
+        }
+        if let Some(p) = &self.policy {
+            PolicyFile::load(Path::new(p)).map_err(|e| bad(format!("policy={p}: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+fn bad(msg: String) -> Error {
+    Error::InvalidInput(msg)
+}
+
+fn split<'a>(value: &'a str, key: &str) -> Result<Vec<&'a str>> {
     let v: Vec<&str> = value
         .split('+')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    match v
-        .iter()
-        .find(|n| parse_method(n).is_none() || n.contains(':'))
-    {
-        Some(n) => Err(bad(
-            spec,
-            &format!("{key}={value}"),
-            format!("{n:?} is not a routable substrate (m1, m2, m10, flexa...)"),
-        )),
-        None if v.is_empty() => Err(bad(spec, &format!("{key}={value}"), "no members")),
-        None => Ok(v),
+    if v.is_empty() {
+        return Err(bad(format!("{key}={value}: no members")));
     }
+    if let Some(n) = v.iter().find(|n| n.contains(':')) {
+        return Err(bad(format!(
+            "{key}={value}: {n:?} has settings; router members use their defaults"
+        )));
+    }
+    Ok(v)
 }
 
-/// Checks a `router` spec (loads and validates its policy file).
-pub fn check(spec: &SubstrateSpec) -> Result<()> {
-    spec.only(SETTINGS)?;
-    names(
-        spec,
-        "members",
-        spec.get("members").unwrap_or(DEFAULT_MEMBERS),
-    )?;
-    if let Some(p) = spec.get("policy") {
-        PolicyFile::load(Path::new(p))
-            .map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
-    }
-    spec.parse_setting::<bool>("signals")?;
-    spec.parse_setting::<f64>("agreement")?;
-    spec.parse_setting::<f64>("margin")?;
-    if let Some(c) = spec.get("compose") {
-        if names(spec, "compose", c)?.len() != 2 {
-            return Err(bad(
-                spec,
-                &format!("compose={c}"),
-                "name exactly two members, first+second",
-            ));
+/// The routable names of `members` (the registry), or the papers' alone.
+fn route_names(members: Option<&dyn MemberBuilder>) -> RouteNames {
+    members.map_or_else(RouteNames::papers, |m| RouteNames::new(m.member_names()))
+}
+
+/// Checks the member names against the registry and the policy file's names.
+fn check_names(s: &RouterSettings, members: Option<&dyn MemberBuilder>) -> Result<()> {
+    let names = route_names(members);
+    let listed = split(&s.members, "members")?;
+    let compose = s
+        .compose
+        .as_deref()
+        .map(|c| split(c, "compose"))
+        .transpose()?;
+    for (key, n) in listed
+        .iter()
+        .map(|n| ("members", n))
+        .chain(compose.iter().flatten().map(|n| ("compose", n)))
+    {
+        if names.parse_method(n).is_none() {
+            return Err(bad(format!(
+                "{key}: {n:?} is not a routable substrate ({})",
+                names.known()
+            )));
         }
     }
-    spec.parse_setting::<f64>("share")?;
+    if let Some(p) = &s.policy {
+        PolicyFile::load(Path::new(p))
+            .and_then(|f| f.check_names(&names))
+            .map_err(|e| bad(format!("policy={p}: {e}")))?;
+    }
     Ok(())
 }
 
-/// Builds a router whose members come from `registry`, as a shared substrate.
-pub fn build(
-    registry: &dyn SubstrateFactory,
-    spec: &SubstrateSpec,
-    services: Services,
-) -> Result<Arc<dyn Substrate>> {
-    Ok(Arc::new(build_router(registry, spec, services)?))
+/// The `router` factory.
+pub fn router_factory() -> SubstrateFactory {
+    SubstrateFactory::builder("router", MethodId::ROUTED, Family::COMPOSITE)
+        .aliases(&["routed"])
+        .paper("Harness the Memory, routing findings (section 5)")
+        .summary("one substrate per query, chosen by regime, history depth and budget")
+        .llm(LlmUse::Optional)
+        .settings(RouterSettings::default())
+        .build_checked(check_names, |ctx, s| Ok(Arc::new(build_router(ctx, &s)?)))
 }
 
-/// Builds a router whose members come from `registry` (for `submem route
-/// explain`, which needs [`RoutedSubstrate::explain`]).
-pub fn build_router(
-    registry: &dyn SubstrateFactory,
-    spec: &SubstrateSpec,
-    services: Services,
-) -> Result<RoutedSubstrate> {
-    check(spec)?;
-    let members_value = spec.get("members").unwrap_or(DEFAULT_MEMBERS);
+/// Builds a router whose members come from the context's registry (for
+/// `submem route explain`, which needs [`RoutedSubstrate::explain`]).
+pub fn build_router(ctx: &BuildContext<'_>, s: &RouterSettings) -> Result<RoutedSubstrate> {
+    let registry = ctx
+        .members
+        .ok_or_else(|| bad("a router is built by a registry that builds its members".into()))?;
+    let names = route_names(Some(registry));
     let mut members = Vec::new();
-    for name in names(spec, "members", members_value)? {
-        let member = registry.build(&SubstrateSpec::parse(name)?, services.clone())?;
+    for name in split(&s.members, "members")? {
+        let member = registry.build_member(name, ctx.services.clone())?;
         members.push((name.to_string(), member));
     }
-    let to_core = |e: submem_core::Error| bad(spec, &spec.to_string(), e.to_string());
-    let mut router =
-        RoutedSubstrate::new_named(members, RoutingPolicy::default(), services.tokens.clone())
-            .map_err(to_core)?;
-    if let Some(p) = spec.get("policy") {
-        let file = PolicyFile::load(Path::new(p))
-            .map_err(|e| bad(spec, &format!("policy={p}"), e.to_string()))?;
+    let mut router = RoutedSubstrate::new_named_in(
+        members,
+        names.clone(),
+        RoutingPolicy::default(),
+        ctx.services.tokens.clone(),
+    )?;
+    if let Some(p) = &s.policy {
+        let file = PolicyFile::load(Path::new(p)).map_err(|e| bad(format!("policy={p}: {e}")))?;
         if let Some(fitted_for) = &file.settings.members {
             let mut ours = router.member_names();
             ours.sort();
             let mut theirs = fitted_for.clone();
             theirs.sort();
             if ours != theirs {
-                return Err(bad(
-                    spec,
-                    &format!("policy={p}"),
-                    format!(
-                        "the policy was fitted for members {} but this router has {}; \
+                return Err(bad(format!(
+                    "policy={p}: the policy was fitted for members {} but this router has {}; \
 set members={}",
-                        theirs.join("+"),
-                        ours.join("+"),
-                        theirs.join("+")
-                    ),
-                ));
+                    theirs.join("+"),
+                    ours.join("+"),
+                    theirs.join("+")
+                )));
             }
         }
         router = router.with_fitted(file);
     }
-    if spec.parse_setting::<bool>("signals")?.unwrap_or(false) {
-        let mut s = SignalSettings::default();
-        if let Some(a) = spec.parse_setting("agreement")? {
-            s = s.with_min_agreement(a);
+    if s.signals {
+        let mut settings = SignalSettings::default();
+        if let Some(a) = s.agreement {
+            settings = settings.with_min_agreement(a);
         }
-        if let Some(m) = spec.parse_setting("margin")? {
-            s = s.with_min_margin(m);
+        if let Some(m) = s.margin {
+            settings = settings.with_min_margin(m);
         }
-        router = router.with_signals(s);
+        router = router.with_signals(settings);
     }
-    if let Some(c) = spec.get("compose") {
-        let pair = names(spec, "compose", c)?;
+    if let Some(c) = &s.compose {
+        let pair = split(c, "compose")?;
         let (Some(a), Some(b)) = (
-            pair.first().and_then(|n| parse_method(n)),
-            pair.get(1).and_then(|n| parse_method(n)),
+            pair.first().and_then(|n| names.parse_method(n)),
+            pair.get(1).and_then(|n| names.parse_method(n)),
         ) else {
-            return Err(bad(spec, &format!("compose={c}"), "name two members"));
+            return Err(bad(format!("compose={c}: name two members")));
         };
-        let share = spec.parse_setting("share")?.unwrap_or(DEFAULT_SHARE);
-        router = router.with_composition(a, b, share).map_err(to_core)?;
+        router = router.with_composition(a, b, s.share)?;
     }
     Ok(router)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::registry::Registry;
+    use crate::registry::{Registry, SubstrateSpec};
 
     fn spec(s: &str) -> SubstrateSpec {
         SubstrateSpec::parse(s).unwrap()
@@ -181,19 +209,21 @@ mod tests {
     #[test]
     fn router_specs_are_checked_and_built_from_registry_members() {
         let services = submem_core::test_utils::test_services(None);
-        let r = Registry
+        let r = Registry::default();
+        let routed = r
             .build(
                 &spec("router:members=m2+m10,compose=m2+m10,share=0.4"),
                 services.clone(),
             )
             .unwrap();
-        assert_eq!(r.info().name, "routed(M2,M10)");
-        assert!(Registry.build(&spec("routed"), services).is_ok());
-        let err = |s: &str| Registry.check(&spec(s)).unwrap_err().to_string();
+        assert_eq!(routed.info().name, "routed(M2,M10)");
+        assert!(r.build(&spec("routed"), services).is_ok());
+        let err = |s: &str| r.check(&spec(s)).unwrap_err().to_string();
         assert!(err("router:members=m2+m99").contains("\"m99\" is not a routable"));
         assert!(err("router:compose=m2").contains("exactly two"));
-        assert!(err("router:colour=red").contains("known settings: policy"));
+        assert!(err("router:colour=red").contains("valid settings are `policy`"));
         assert!(err("router:policy=/nonexistent/p.json").contains("/nonexistent/p.json"));
-        assert!(err("router:signals=maybe").contains("signals=maybe"));
+        assert!(err("router:signals=maybe").contains("signals"));
+        assert!(err("router:members=nomem+m2").contains("\"nomem\" is not a routable"));
     }
 }

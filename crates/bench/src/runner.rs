@@ -32,18 +32,17 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashSet;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
-use submem_core::{Diagnostics, Llm, Namespace, Query, Regime, Resolution, Services, Substrate};
+use submem_core::{Diagnostics, Namespace, Query, Regime, Resolution, Substrate};
 use tokio::task::JoinSet;
 
+use crate::context::{lock, Ctx};
 use crate::dataset::{Conversation, Dataset, QuestionKind};
 use crate::instance::{
-    instance, keep_memory, kept_memory_dir, training_bank, write_and_manage, BankCell, Instance,
+    instance, keep_memory, kept_memory_dir, training_bank, write_and_manage, Instance,
 };
 pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
@@ -52,111 +51,10 @@ use crate::metrics::EvidenceFates;
 use crate::metrics::{
     bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em, token_f1,
 };
-use crate::reader::{self, ReaderSettings};
-use crate::registry::{SubstrateFactory, SubstrateSpec};
+pub use crate::options::{Models, RunOptions};
+use crate::reader;
+use crate::registry::{Registry, SubstrateSpec};
 use crate::{BenchError, Result};
-
-/// The models a run uses besides the substrates' own.
-#[derive(Debug, Clone)]
-pub struct Models {
-    /// Services substrates are built with (unmetered; each instance gets them
-    /// wrapped by its own meter). `llm` is the memory-writing LLM, if any.
-    pub services: Services,
-    /// The shared reader; `None` runs retrieval only (`--reader none`).
-    pub reader: Option<Arc<dyn Llm>>,
-    /// The judge; `None` leaves P4 undefined.
-    pub judge: Option<Arc<dyn Llm>>,
-}
-
-/// How to run.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Token budgets to sweep.
-    pub budgets: Vec<usize>,
-    /// Top-k values to sweep.
-    pub ks: Vec<usize>,
-    /// Questions per conversation (first N).
-    pub limit: Option<usize>,
-    /// Conversations (first N).
-    pub conversations: Option<usize>,
-    /// The first N conversations are training episodes written before every
-    /// later one (see the module docs); `None` runs each conversation alone.
-    pub train_episodes: Option<usize>,
-    /// Questions the reader answers in total (first N answerable).
-    pub reader_sample: Option<usize>,
-    /// Substrate × conversation tasks run at once.
-    pub jobs: usize,
-    /// Output directory.
-    pub out: PathBuf,
-    /// Show a progress bar on stderr (only when it is a terminal).
-    pub progress: bool,
-    /// Stop with [`BenchError::Aborted`] after this many new items (test hook).
-    pub abort_after: Option<usize>,
-    /// Reader settings.
-    pub reader: ReaderSettings,
-    /// Ask substrates that rank for a trace of each item's gold evidence
-    /// ([`submem_core::Substrate::trace`]), for the loss breakdown. It runs
-    /// after the timed read (its query embedding counts in the read phase's
-    /// embedder figures).
-    pub trace: bool,
-    /// Keep each task's memory, as written and managed, under
-    /// `<out>/memories/<substrate>/<conversation>/`: a resumed run (after a
-    /// crash, or extended with more budgets or k) restores it instead of
-    /// paying the writes again.
-    pub keep_memories: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            budgets: vec![4096],
-            ks: vec![10],
-            limit: None,
-            conversations: None,
-            train_episodes: None,
-            reader_sample: None,
-            jobs: 1,
-            out: PathBuf::from("bench-out"),
-            progress: true,
-            abort_after: None,
-            reader: ReaderSettings::default(),
-            trace: false,
-            keep_memories: true,
-        }
-    }
-}
-
-impl RunOptions {
-    /// Rejects options no run can honour.
-    pub fn validate(&self) -> Result<()> {
-        if self.budgets.is_empty() || self.ks.is_empty() {
-            return Err(BenchError::InvalidOption(
-                "give at least one budget and one k".into(),
-            ));
-        }
-        if let Some(b) = self
-            .budgets
-            .iter()
-            .find(|b| !(MIN_BUDGET..=MAX_BUDGET).contains(*b))
-        {
-            return Err(BenchError::InvalidOption(format!(
-                "budget {b} is outside {MIN_BUDGET}..={MAX_BUDGET}"
-            )));
-        }
-        if self.ks.contains(&0) {
-            return Err(BenchError::InvalidOption("k must be at least 1".into()));
-        }
-        if self.train_episodes == Some(0) {
-            return Err(BenchError::InvalidOption(
-                "train_episodes must be at least 1 (omit it to run conversations alone)".into(),
-            ));
-        }
-        if self.jobs == 0 {
-            return Err(BenchError::InvalidOption("jobs must be at least 1".into()));
-        }
-        Ok(())
-    }
-}
 
 /// What a run produced.
 #[derive(Debug, Default)]
@@ -173,29 +71,6 @@ pub struct RunOutcome {
     pub skipped: Vec<String>,
     /// Substrate × conversation tasks that failed, with the error chain.
     pub failures: Vec<String>,
-}
-
-pub(crate) struct Ctx {
-    pub(crate) dataset: Arc<Dataset>,
-    pub(crate) train: Vec<Conversation>,
-    pub(crate) factory: Arc<dyn SubstrateFactory>,
-    pub(crate) models: Arc<Models>,
-    pub(crate) opts: RunOptions,
-    pub(crate) done: HashSet<ItemKey>,
-    pub(crate) writes_done: HashSet<(String, String, String)>,
-    pub(crate) sample: Option<HashSet<(String, String)>>,
-    pub(crate) items_log: Mutex<JsonlLog>,
-    pub(crate) writes_log: Mutex<JsonlLog>,
-    pub(crate) new_items: Mutex<Vec<ItemRecord>>,
-    pub(crate) new_writes: Mutex<Vec<WriteRecord>>,
-    pub(crate) appended: AtomicUsize,
-    pub(crate) progress: ProgressBar,
-    /// Training banks by substrate label, built once (cross-episode regime).
-    pub(crate) banks: Mutex<std::collections::HashMap<String, Arc<BankCell>>>,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Namespace for a conversation id (path separators and controls replaced).
@@ -227,7 +102,7 @@ fn asked<'a>(conv: &'a Conversation, opts: &RunOptions) -> &'a [crate::Question]
 pub async fn run(
     dataset: Arc<Dataset>,
     specs: Vec<SubstrateSpec>,
-    factory: Arc<dyn SubstrateFactory>,
+    factory: Arc<Registry>,
     models: Arc<Models>,
     opts: RunOptions,
 ) -> Result<RunOutcome> {
@@ -403,18 +278,46 @@ fn moved(before: &Diagnostics, after: Diagnostics) -> Diagnostics {
         .collect()
 }
 
-/// One substrate on one conversation. `Ok(Some(reason))` when skipped.
+/// One substrate on one conversation, in its three phases: prepare the
+/// memory (build, restore or write, manage), read every pending item, and
+/// answer and judge it. `Ok(Some(reason))` when skipped.
 async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result<Option<String>> {
     let label = spec.to_string();
-    let dataset = ctx.dataset.name.clone();
-    let questions = asked(conv, &ctx.opts);
+    let pending = pending_items(ctx, &label, conv);
+    if pending.is_empty() {
+        return Ok(None);
+    }
+    let memory = match prepare_memory(ctx, spec, conv).await? {
+        Ok(m) => m,
+        Err(skip) => {
+            ctx.progress.inc(pending.len() as u64);
+            return Ok(Some(skip));
+        }
+    };
+    ctx.progress
+        .set_message(format!("{label} · {} · reading", conv.id));
+    for (q, key) in pending {
+        let (recall, item) = read_item(ctx, &memory, conv, q, key).await?;
+        let item = answer_item(ctx, conv, q, &recall, item).await?;
+        log_item(ctx, item)?;
+    }
+    Ok(None)
+}
+
+/// The (question, budget, k) items of `conv` this run has not logged yet;
+/// the logged ones advance the progress bar.
+fn pending_items<'a>(
+    ctx: &Ctx,
+    label: &str,
+    conv: &'a Conversation,
+) -> Vec<(&'a crate::Question, ItemKey)> {
     let mut pending = Vec::new();
-    for q in questions {
+    for q in asked(conv, &ctx.opts) {
         for &budget in &ctx.opts.budgets {
             for &k in &ctx.opts.ks {
                 let key = ItemKey {
-                    substrate: label.clone(),
-                    dataset: dataset.clone(),
+                    substrate: label.to_string(),
+                    dataset: ctx.dataset.name.clone(),
                     conversation: conv.id.clone(),
                     question_id: q.id.clone(),
                     budget,
@@ -428,9 +331,37 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             }
         }
     }
-    if pending.is_empty() {
-        return Ok(None);
+    pending
+}
+
+/// A task's memory, written (or restored) and managed, ready to read.
+struct Prepared {
+    instance: Instance,
+    namespace: Namespace,
+    label: String,
+}
+
+impl Prepared {
+    fn error(&self, conversation: &str, e: submem_core::Error) -> BenchError {
+        BenchError::Substrate {
+            substrate: self.label.clone(),
+            conversation: conversation.to_string(),
+            source: e,
+        }
     }
+}
+
+/// Builds a fresh metered instance and gives it `conv`'s memory: restored
+/// from a kept copy when an earlier run wrote it, else written (over the
+/// training bank in the cross-episode regime) and managed, logged and kept.
+/// `Ok(Err(reason))` when the run cannot build the substrate.
+async fn prepare_memory(
+    ctx: &Ctx,
+    spec: &SubstrateSpec,
+    conv: &Conversation,
+) -> Result<std::result::Result<Prepared, String>> {
+    let label = spec.to_string();
+    let dataset = ctx.dataset.name.clone();
     let sub_err = |e: submem_core::Error| BenchError::Substrate {
         substrate: label.clone(),
         conversation: conv.id.clone(),
@@ -443,29 +374,18 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
     } else {
         match training_bank(ctx, spec).await? {
             Ok(dir) => Some(dir),
-            Err(skip) => {
-                ctx.progress.inc(pending.len() as u64);
-                return Ok(Some(skip));
-            }
+            Err(skip) => return Ok(Err(skip)),
         }
     };
     let ns = match bank {
         Some(_) => Namespace::new(AGENT_NAMESPACE)?,
         None => namespace_for(&conv.id)?,
     };
-    let Instance {
-        sub,
-        meter,
-        counting,
-        family,
-        tokens: counter,
-    } = match instance(ctx, spec)? {
+    let inst = match instance(ctx, spec)? {
         Ok(i) => i,
-        Err(skip) => {
-            ctx.progress.inc(pending.len() as u64);
-            return Ok(Some(skip));
-        }
+        Err(skip) => return Ok(Err(skip)),
     };
+    let sub = &inst.sub;
     // Write phase, unless a previous run kept this task's memory.
     let write_key = (label.clone(), dataset.clone(), conv.id.clone());
     let kept = ctx
@@ -496,11 +416,18 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             restore_seconds = t.elapsed().as_secs_f64();
         }
         let task = format!("{label} · {}", conv.id);
-        let written = write_and_manage(&sub, &ns, conv.history.batches(), &ctx.progress, &task)
+        let written = write_and_manage(sub, &ns, conv.history.batches(), &ctx.progress, &task)
             .await
             .map_err(sub_err)?;
         if !ctx.writes_done.contains(&write_key) {
-            let rec = written.record(&sub, &meter, &label, family, &dataset, &conv.id);
+            let rec = written.record(
+                sub,
+                &inst.meter,
+                &label,
+                inst.family.clone(),
+                &dataset,
+                &conv.id,
+            );
             let rec = WriteRecord {
                 restore_seconds,
                 ..rec
@@ -509,167 +436,194 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
             lock(&ctx.new_writes).push(rec);
         }
         if let Some(dir) = &kept {
-            if let Err(e) = keep_memory(&sub, dir).await {
+            if let Err(e) = keep_memory(sub, dir).await {
                 tracing::warn!(task = %label, conversation = %conv.id, error = %error_chain(&e),
                     "could not keep the written memory; a resume will write it again");
             }
         }
     }
+    Ok(Ok(Prepared {
+        instance: inst,
+        namespace: ns,
+        label,
+    }))
+}
 
-    // Read phase.
-    ctx.progress
-        .set_message(format!("{label} · {} · reading", conv.id));
-    for (q, key) in pending {
-        let p = reader::fixed_prompt_tokens(q, counter.as_ref(), &ctx.opts.reader);
-        let query = match q.regime {
-            Regime::Conversational => Query::question(ns.clone(), q.text.clone(), key.budget),
-            Regime::Agentic => Query::agentic(
-                ns.clone(),
-                q.text.clone(),
-                q.newest.clone().unwrap_or_default(),
-                key.budget,
-            ),
-        }
-        .with_top_k(key.k)
-        .with_fixed_prompt_tokens(p);
-        let (calls0, tokens0) = counting.as_ref().map_or((0, 0), |c| {
-            (
-                c.calls.load(Ordering::Relaxed),
-                c.tokens.load(Ordering::Relaxed),
-            )
-        });
-        let diagnostics0 = sub.diagnostics();
-        let t = Instant::now();
-        let recall = sub.read(&query).await.map_err(sub_err)?;
-        let read_seconds = t.elapsed().as_secs_f64();
-        let read_diagnostics = moved(&diagnostics0, sub.diagnostics());
-        let (calls1, tokens1) = counting.as_ref().map_or((0, 0), |c| {
-            (
-                c.calls.load(Ordering::Relaxed),
-                c.tokens.load(Ordering::Relaxed),
-            )
-        });
-
-        let mut resolutions = ResolutionCounts::default();
-        for s in &recall.sources {
-            match s.resolution {
-                Resolution::Record => resolutions.record += 1,
-                Resolution::Excerpt => resolutions.excerpt += 1,
-                Resolution::Raw => resolutions.raw += 1,
-            }
-        }
-        // A substrate that answers through its own reader and shows no
-        // history (M9's adapted model) retrieves nothing: Recall@k and
-        // coverage are n/a, not 0. M11 also brings a reader (its prefilled
-        // episode) but shows the episode's turns, so it is measured.
-        let retrieves = recall.reader.is_none() || !recall.sources.is_empty();
-        let coverage = if retrieves {
-            evidence_coverage(
-                q.evidence
-                    .iter()
-                    .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
-                &recall.text,
-            )
-        } else {
-            CoverageCounts::default()
-        };
-        let trace = if ctx.opts.trace && retrieves && !q.evidence.is_empty() {
-            sub.trace(&query, &q.evidence).await.map_err(sub_err)?
-        } else {
-            None
-        };
-        let fates = if retrieves {
-            evidence_fates(
-                q.evidence
-                    .iter()
-                    .filter_map(|e| conv.evidence_text.get(e).map(|t| (e.as_str(), t.as_str()))),
-                &recall,
-                trace.as_ref(),
-            )
-        } else {
-            EvidenceFates::default()
-        };
-        let mut item = ItemRecord {
-            recall_at_k: recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves),
-            recall_verbatim: recall_at_k(
-                &q.evidence,
-                recall
-                    .sources
-                    .iter()
-                    .filter(|s| s.resolution != Resolution::Record)
-                    .map(|s| s.source_id.as_str()),
-            )
-            .filter(|_| retrieves),
-            key,
-            category: q.category.clone(),
-            kind: q.kind,
-            gold_evidence: q.evidence.len(),
-            coverage,
-            resolutions,
-            fates,
-            retrieved_tokens: recall.tokens,
-            read_seconds,
-            read_llm_tokens: tokens1 - tokens0,
-            read_llm_calls: calls1 - calls0,
-            read_diagnostics,
-            answered: false,
-            reader_error: None,
-            generate_seconds: None,
-            reader_tokens: None,
-            answer: None,
-            gold: q.answer.clone(),
-            em: None,
-            f1: None,
-            bleu1: None,
-            sub_em: None,
-            judge: None,
-            judge_reply: None,
-        };
-        let in_sample = ctx
-            .sample
-            .as_ref()
-            .is_none_or(|s| s.contains(&(conv.id.clone(), q.id.clone())));
-        let shared = ctx.models.reader.clone();
-        if let (Some(shared), true, Some(gold)) = (shared, in_sample, q.answer.as_deref()) {
-            if q.kind != QuestionKind::Adversarial {
-                let llm = recall.reader.clone().unwrap_or(shared);
-                let t = Instant::now();
-                let (answer, used) = match reader::answer(&llm, q, &recall.text, &ctx.opts.reader)
-                    .await
-                {
-                    Ok(done) => done,
-                    // A refused request (a prompt over the reader's
-                    // context) fails the same way on every retry: record
-                    // it on the item and go on with the run.
-                    Err(BenchError::Service { what, source }) if source.is_request_rejected() => {
-                        tracing::warn!("{what}: {source}; item recorded as not answered");
-                        item.reader_error = Some(source.to_string());
-                        log_item(ctx, item)?;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
-                item.generate_seconds = Some(t.elapsed().as_secs_f64());
-                item.reader_tokens = Some(used);
-                item.answered = true;
-                if q.kind != QuestionKind::Abstention {
-                    item.em = Some(exact_match(&answer, gold));
-                    item.f1 = Some(token_f1(&answer, gold));
-                    item.bleu1 = Some(bleu1(&answer, gold));
-                    item.sub_em = Some(sub_em(&answer, gold));
-                }
-                if let Some(j) = &ctx.models.judge {
-                    let (verdict, reply) =
-                        reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
-                    item.judge = verdict;
-                    item.judge_reply = Some(reply);
-                }
-                item.answer = Some(answer);
-            }
-        }
-        log_item(ctx, item)?;
+/// Reads one item and measures what the read showed: Recall@k, evidence
+/// coverage and fates, resolutions, read time and the read's own LLM calls.
+async fn read_item(
+    ctx: &Ctx,
+    memory: &Prepared,
+    conv: &Conversation,
+    q: &crate::Question,
+    key: ItemKey,
+) -> Result<(submem_core::Recall, ItemRecord)> {
+    let Instance {
+        sub,
+        counting,
+        tokens: counter,
+        ..
+    } = &memory.instance;
+    let ns = &memory.namespace;
+    let sub_err = |e| memory.error(&conv.id, e);
+    let p = reader::fixed_prompt_tokens(q, counter.as_ref(), &ctx.opts.reader);
+    let query = match q.regime {
+        Regime::Conversational => Query::question(ns.clone(), q.text.clone(), key.budget),
+        Regime::Agentic => Query::agentic(
+            ns.clone(),
+            q.text.clone(),
+            q.newest.clone().unwrap_or_default(),
+            key.budget,
+        ),
     }
-    Ok(None)
+    .with_top_k(key.k)
+    .with_fixed_prompt_tokens(p);
+    let (calls0, tokens0) = counting.as_ref().map_or((0, 0), |c| {
+        (
+            c.calls.load(Ordering::Relaxed),
+            c.tokens.load(Ordering::Relaxed),
+        )
+    });
+    let diagnostics0 = sub.diagnostics();
+    let t = Instant::now();
+    let recall = sub.read(&query).await.map_err(sub_err)?;
+    let read_seconds = t.elapsed().as_secs_f64();
+    let read_diagnostics = moved(&diagnostics0, sub.diagnostics());
+    let (calls1, tokens1) = counting.as_ref().map_or((0, 0), |c| {
+        (
+            c.calls.load(Ordering::Relaxed),
+            c.tokens.load(Ordering::Relaxed),
+        )
+    });
+
+    let mut resolutions = ResolutionCounts::default();
+    for s in &recall.sources {
+        match s.resolution {
+            Resolution::Record => resolutions.record += 1,
+            Resolution::Excerpt => resolutions.excerpt += 1,
+            Resolution::Raw => resolutions.raw += 1,
+        }
+    }
+    // A substrate that answers through its own reader and shows no
+    // history (M9's adapted model) retrieves nothing: Recall@k and
+    // coverage are n/a, not 0. M11 also brings a reader (its prefilled
+    // episode) but shows the episode's turns, so it is measured.
+    let retrieves = recall.reader.is_none() || !recall.sources.is_empty();
+    let coverage = if retrieves {
+        evidence_coverage(
+            q.evidence
+                .iter()
+                .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
+            &recall.text,
+        )
+    } else {
+        CoverageCounts::default()
+    };
+    let trace = if ctx.opts.trace && retrieves && !q.evidence.is_empty() {
+        sub.trace(&query, &q.evidence).await.map_err(sub_err)?
+    } else {
+        None
+    };
+    let fates = if retrieves {
+        evidence_fates(
+            q.evidence
+                .iter()
+                .filter_map(|e| conv.evidence_text.get(e).map(|t| (e.as_str(), t.as_str()))),
+            &recall,
+            trace.as_ref(),
+        )
+    } else {
+        EvidenceFates::default()
+    };
+    let item = ItemRecord {
+        recall_at_k: recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves),
+        recall_verbatim: recall_at_k(
+            &q.evidence,
+            recall
+                .sources
+                .iter()
+                .filter(|s| s.resolution != Resolution::Record)
+                .map(|s| s.source_id.as_str()),
+        )
+        .filter(|_| retrieves),
+        key,
+        category: q.category.clone(),
+        kind: q.kind,
+        gold_evidence: q.evidence.len(),
+        coverage,
+        resolutions,
+        fates,
+        retrieved_tokens: recall.tokens,
+        read_seconds,
+        read_llm_tokens: tokens1 - tokens0,
+        read_llm_calls: calls1 - calls0,
+        read_diagnostics,
+        answered: false,
+        reader_error: None,
+        generate_seconds: None,
+        reader_tokens: None,
+        answer: None,
+        gold: q.answer.clone(),
+        em: None,
+        f1: None,
+        bleu1: None,
+        sub_em: None,
+        judge: None,
+        judge_reply: None,
+    };
+    Ok((recall, item))
+}
+
+/// Has the shared reader (or the recall's own) answer the item when it is
+/// in the reader's sample, then scores and judges the answer. A request the
+/// reader refuses (a prompt over its context) is recorded on the item.
+async fn answer_item(
+    ctx: &Ctx,
+    conv: &Conversation,
+    q: &crate::Question,
+    recall: &submem_core::Recall,
+    mut item: ItemRecord,
+) -> Result<ItemRecord> {
+    let in_sample = ctx
+        .sample
+        .as_ref()
+        .is_none_or(|s| s.contains(&(conv.id.clone(), q.id.clone())));
+    let shared = ctx.models.reader.clone();
+    if let (Some(shared), true, Some(gold)) = (shared, in_sample, q.answer.as_deref()) {
+        if q.kind != QuestionKind::Adversarial {
+            let llm = recall.reader.clone().unwrap_or(shared);
+            let t = Instant::now();
+            let (answer, used) = match reader::answer(&llm, q, &recall.text, &ctx.opts.reader).await
+            {
+                Ok(done) => done,
+                // A refused request (a prompt over the reader's
+                // context) fails the same way on every retry: record
+                // it on the item and go on with the run.
+                Err(BenchError::Service { what, source }) if source.is_request_rejected() => {
+                    tracing::warn!("{what}: {source}; item recorded as not answered");
+                    item.reader_error = Some(source.to_string());
+                    return Ok(item);
+                }
+                Err(e) => return Err(e),
+            };
+            item.generate_seconds = Some(t.elapsed().as_secs_f64());
+            item.reader_tokens = Some(used);
+            item.answered = true;
+            if q.kind != QuestionKind::Abstention {
+                item.em = Some(exact_match(&answer, gold));
+                item.f1 = Some(token_f1(&answer, gold));
+                item.bleu1 = Some(bleu1(&answer, gold));
+                item.sub_em = Some(sub_em(&answer, gold));
+            }
+            if let Some(j) = &ctx.models.judge {
+                let (verdict, reply) = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
+                item.judge = verdict;
+                item.judge_reply = Some(reply);
+            }
+            item.answer = Some(answer);
+        }
+    }
+    Ok(item)
 }
 
 /// Logs a finished item (so a killed run resumes after it) and stops the run

@@ -78,7 +78,7 @@ async fn sweep_writes_once_and_reads_every_budget_and_k() {
     let out = run(
         dataset(),
         specs,
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(false),
         opts(dir.path()),
     )
@@ -124,9 +124,15 @@ async fn reader_sample_and_judge() {
         ks: vec![5],
         ..opts(dir.path())
     };
-    let out = run(dataset(), specs, Arc::new(Registry), models(true), o)
-        .await
-        .unwrap();
+    let out = run(
+        dataset(),
+        specs,
+        Arc::new(Registry::default()),
+        models(true),
+        o,
+    )
+    .await
+    .unwrap();
     let answered: Vec<&ItemRecord> = out.items.iter().filter(|i| i.answered).collect();
     assert_eq!(answered.len(), 4);
     assert!(answered
@@ -173,7 +179,7 @@ async fn a_refused_reader_request_fails_its_item_not_the_run() {
     // nomem's prompt is the question alone; recent's carries ~1k tokens of
     // history, far over 2,000 characters.
     let m = reader_only(refusing_reader(2_000));
-    let out = run(dataset(), specs, Arc::new(Registry), m, o)
+    let out = run(dataset(), specs, Arc::new(Registry::default()), m, o)
         .await
         .unwrap();
     assert!(out.failures.is_empty(), "{:?}", out.failures);
@@ -209,7 +215,7 @@ async fn a_broken_reader_stops_the_task_so_a_resume_retries_it() {
         ..opts(dir.path())
     };
     let m = reader_only(Arc::new(submem_core::test_utils::FailingLlm));
-    let out = run(dataset(), specs, Arc::new(Registry), m, o).await;
+    let out = run(dataset(), specs, Arc::new(Registry::default()), m, o).await;
     let failed = match out {
         Ok(o) => !o.failures.is_empty(),
         Err(_) => true,
@@ -233,7 +239,7 @@ async fn aborted_run_resumes_without_duplicates_or_losses() {
     let err = run(
         dataset(),
         specs.clone(),
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(false),
         o,
     )
@@ -250,7 +256,7 @@ async fn aborted_run_resumes_without_duplicates_or_losses() {
     let out = run(
         dataset(),
         specs,
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(false),
         opts(dir.path()),
     )
@@ -273,7 +279,7 @@ async fn unknown_substrate_fails_before_any_work() {
     let err = run(
         dataset(),
         specs,
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(false),
         opts(dir.path()),
     )
@@ -310,7 +316,7 @@ async fn compare_two_substrates_from_a_run() {
     let out = run(
         dataset(),
         specs,
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(false),
         opts(dir.path()),
     )
@@ -341,9 +347,15 @@ async fn traced_run_reports_where_gold_evidence_went() {
         trace: true,
         ..opts(dir.path())
     };
-    let out = run(dataset(), specs, Arc::new(Registry), models(false), o)
-        .await
-        .unwrap();
+    let out = run(
+        dataset(),
+        specs,
+        Arc::new(Registry::default()),
+        models(false),
+        o,
+    )
+    .await
+    .unwrap();
     assert!(out.failures.is_empty(), "{:?}", out.failures);
     let flexa: Vec<&ItemRecord> = out
         .items
@@ -389,7 +401,7 @@ async fn a_prefix_caching_memory_llm_reaches_m11_through_the_harness() {
     run(
         dataset(),
         SubstrateSpec::parse_list("m11").unwrap(),
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         with_memory_llm(Arc::new(llm.clone()), Some(Arc::new(llm.clone()))),
         at_budgets(dir.path(), vec![1024]),
     )
@@ -437,7 +449,7 @@ async fn the_training_bank_is_built_once_and_restored_per_episode() {
     let out = run(
         data.clone(),
         specs.clone(),
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         m.clone(),
         o.clone(),
     )
@@ -514,7 +526,9 @@ async fn the_training_bank_is_built_once_and_restored_per_episode() {
     let kept: Vec<&str> = text.lines().take(3).collect();
     std::fs::write(&items, kept.join("\n") + "\n").unwrap();
     let before = llm.requests().len();
-    let again = run(data, specs, Arc::new(Registry), m, o).await.unwrap();
+    let again = run(data, specs, Arc::new(Registry::default()), m, o)
+        .await
+        .unwrap();
     assert!(again.failures.is_empty(), "{:?}", again.failures);
     assert_eq!(again.new_items, 12 - 3);
     let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
@@ -544,7 +558,7 @@ async fn substrate_counters_are_logged_with_writes_and_reads() {
     let out = run(
         dataset(),
         SubstrateSpec::parse_list("m3").unwrap(),
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         with_memory_llm(Arc::new(llm), None),
         at_budgets(dir.path(), vec![1024]),
     )
@@ -590,7 +604,7 @@ async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
     let first = run(
         dataset(),
         specs.clone(),
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(),
         at(vec![1024]),
     )
@@ -605,7 +619,7 @@ async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
     let second = run(
         dataset(),
         specs.clone(),
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(),
         at(vec![1024, 512]),
     )
@@ -629,7 +643,7 @@ async fn an_extended_run_restores_kept_memories_instead_of_writing_again() {
     let third = run(
         dataset(),
         specs,
-        Arc::new(Registry),
+        Arc::new(Registry::default()),
         models(),
         at(vec![1024, 512, 256]),
     )

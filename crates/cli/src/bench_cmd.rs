@@ -53,6 +53,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
     /// Substrates, comma-separated, with optional settings: `m1,m2,flexa:ranking=hybrid,kappa=64`.
+    /// `submem substrates` lists every name with its settings and defaults.
     #[arg(long, default_value = "m1,m2,m10,flexa,nomem")]
     pub substrates: String,
     /// Token budgets B to sweep, comma-separated.
@@ -218,9 +219,9 @@ fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
 /// Runs `submem bench`.
 pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<ExitCode, AnyError> {
     let specs = SubstrateSpec::parse_list(&args.substrates)?;
-    let factory = Arc::new(Registry);
+    let factory = Arc::new(Registry::default());
     for s in &specs {
-        submem_bench::registry::SubstrateFactory::check(factory.as_ref(), s)?;
+        factory.check(s)?;
     }
     let dataset = load_dataset(&args)?;
     let synthetic_default_writer = args.memory_llm.is_none()

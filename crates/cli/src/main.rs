@@ -5,6 +5,7 @@
 //! submem bench                                   # synthetic set, embedded models, prints the table
 //! submem bench --dataset locomo --data locomo10.json --substrates m1,m2,m10,flexa \
 //!              --budget 2048,4096 --k 5,10 --reader none --out runs/locomo
+//! submem substrates [--json] [NAME]             # every substrate with its settings
 //! submem models fetch | check
 //! submem compare --out runs/locomo m2 flexa
 //! submem route fit --from runs/locomo --holdout-seed 7 --out policy.json
@@ -18,6 +19,7 @@ mod bench_cmd;
 mod lazy;
 mod route_cmd;
 mod route_eval;
+mod substrates_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -51,6 +53,14 @@ struct Cli {
 enum Command {
     /// Run substrates on a dataset and report performance and efficiency metrics.
     Bench(Box<bench_cmd::BenchArgs>),
+    /// List every substrate `--substrates` accepts, with aliases, family, paper and settings.
+    Substrates {
+        /// Print JSON (an array of descriptions) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Show only this substrate (a name or an alias).
+        name: Option<String>,
+    },
     /// Fetch or check the embedded models.
     Models {
         #[command(subcommand)]
@@ -130,8 +140,12 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
+    if let Command::Substrates { json, name } = &cli.command {
+        return substrates_cmd::run(*json, name.as_deref());
+    }
     let config = submem_models::Config::load(cli.config.as_deref())?;
     match cli.command {
+        Command::Substrates { json, name } => substrates_cmd::run(json, name.as_deref()),
         Command::Bench(args) => bench_cmd::run(*args, config, cli.quiet).await,
         Command::Models {
             action: ModelsAction::Fetch,

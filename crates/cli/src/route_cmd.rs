@@ -19,12 +19,14 @@ use std::sync::Arc;
 
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
 use submem_bench::reader::{fixed_prompt_tokens, ReaderSettings};
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem_bench::registry::Registry;
+use submem_bench::registry_router::{build_router, RouterSettings};
 use submem_bench::{Dataset, DatasetKind};
+use submem_core::plugin::{BuildContext, SubstrateSettings};
 use submem_core::{Embedder, Namespace, Query, Regime, Services, Substrate};
 use submem_models::Config;
 use submem_router::{
-    fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, Scores,
+    fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, RouteNames, Scores,
 };
 
 use crate::lazy::LazyEmbedder;
@@ -210,6 +212,11 @@ pub fn parse_metric(s: &str) -> Result<QualityMetric, AnyError> {
     })
 }
 
+/// The routable names of the built-in registry.
+fn registry_route_names() -> RouteNames {
+    RouteNames::new(Registry::default().route_names())
+}
+
 fn fit_settings(a: &FitArgs) -> Result<FitSettings, AnyError> {
     let mut s = FitSettings {
         metric: a.metric.as_deref().map(parse_metric).transpose()?,
@@ -227,13 +234,15 @@ fn fit_settings(a: &FitArgs) -> Result<FitSettings, AnyError> {
             _ => return Err("--depth-edges takes two numbers, e.g. 1,32".into()),
         };
     }
+    let route_names = registry_route_names();
     if let Some(m) = &a.members {
         let names: Vec<String> = m
             .split([',', '+'])
             .map(str::trim)
             .filter(|n| !n.is_empty())
             .map(|n| {
-                submem_router::canonical_name(n)
+                route_names
+                    .canonical_name(n)
                     .map(str::to_string)
                     .ok_or_else(|| format!("--members: {n:?} is not a routable substrate"))
             })
@@ -256,7 +265,7 @@ fn fit_cmd(a: FitArgs) -> Result<ExitCode, AnyError> {
         obs.extend(load_observations(dir)?);
     }
     let sources = a.from.iter().map(|p| p.display().to_string()).collect();
-    let policy = fit(&obs, &settings, sources)?;
+    let policy = fit(&obs, &settings, sources, &registry_route_names())?;
     std::fs::write(&a.out, policy.to_json()? + "\n")
         .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
     println!("{}", policy_table(&policy));
@@ -322,14 +331,13 @@ async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyErro
         question.text = t.clone();
     }
 
-    let mut spec = SubstrateSpec::parse("router")?;
-    spec.settings.push(("members".into(), a.members.clone()));
-    if let Some(p) = &a.policy {
-        spec.settings
-            .push(("policy".into(), p.display().to_string()));
-    }
-    spec.settings
-        .push(("signals".into(), a.signals.to_string()));
+    let settings = RouterSettings {
+        members: a.members.clone(),
+        policy: a.policy.as_ref().map(|p| p.display().to_string()),
+        signals: a.signals,
+        ..RouterSettings::default()
+    };
+    settings.validate()?;
     let tokens = config.token_counter()?;
     let cfg = config.clone();
     let embedder: Arc<dyn Embedder> =
@@ -339,7 +347,9 @@ async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyErro
         embedder,
         tokens: tokens.clone(),
     };
-    let router = submem_bench::registry_router::build_router(&Registry, &spec, services)?;
+    let registry = Registry::default();
+    let ctx = BuildContext::new(services).with_members(&registry);
+    let router = build_router(&ctx, &settings)?;
     let ns = Namespace::new("explain")?;
     for batch in conv.history.batches() {
         if !batch.is_empty() {

@@ -62,6 +62,17 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// Something a substrate needs cannot be had here (the local model's
+    /// weights, say); `reason` says how to get it. Harnesses skip such a
+    /// substrate with that reason instead of failing the run.
+    #[error("{what} is unavailable: {reason}")]
+    Unavailable {
+        /// What is missing.
+        what: String,
+        /// Why, with the fix.
+        reason: String,
+    },
+
     /// The operation is not supported by this substrate (e.g. M7 on a conversation).
     #[error("{substrate} does not support {what}")]
     Unsupported {

@@ -15,9 +15,11 @@
 //! - [`meter`]: wrappers that count every call, token and second per phase;
 //! - [`render`]: packing ranked units under a budget, shown in time order;
 //! - [`persist`]: manifests and atomic writes for persisted state;
+//! - [`plugin`]: [`plugin::SubstrateFactory`], how a substrate names itself,
+//!   documents its settings and is built from them by any registry;
 //! - [`trace`]: what a read did with given events, for loss analyses.
 //!
-//! The crate is deliberately light (serde, thiserror, async-trait, tracing):
+//! The crate is deliberately light (serde, schemars, thiserror, async-trait, tracing):
 //! model runtimes and indexes live in `submem-models` and the substrate crates.
 //!
 //! ```
@@ -33,6 +35,7 @@ mod error;
 pub mod history;
 pub mod meter;
 pub mod persist;
+pub mod plugin;
 pub mod prefix;
 pub mod query;
 pub mod render;

@@ -386,7 +386,9 @@ impl Embedder for MeteredEmbedder {
 /// A substrate whose phases are timed and whose services' calls are
 /// attributed to the phase of the operation that made them.
 ///
-/// Build the inner substrate with [`Meter::wrap_services`] of the same meter.
+/// [`MeteredSubstrate::build`] sets both up with one meter: the services the
+/// substrate is built with, and the wrapper that times its phases.
+///
 #[derive(Debug)]
 pub struct MeteredSubstrate<S> {
     inner: S,
@@ -394,9 +396,22 @@ pub struct MeteredSubstrate<S> {
 }
 
 impl<S: Substrate> MeteredSubstrate<S> {
-    /// Wraps `inner`; its services must report to `meter`.
+    /// Wraps `inner`; its services must report to `meter` (see
+    /// [`MeteredSubstrate::build`], which does both).
     pub fn new(inner: S, meter: Arc<Meter>) -> Self {
         MeteredSubstrate { inner, meter }
+    }
+
+    /// Builds a substrate metered end to end by one fresh meter: `build`
+    /// receives `services` wrapped by that meter, and the result is wrapped
+    /// to time its phases with the same meter.
+    pub fn build<E>(
+        services: &Services,
+        build: impl FnOnce(Services) -> std::result::Result<S, E>,
+    ) -> std::result::Result<Self, E> {
+        let meter = Meter::new();
+        let inner = build(meter.wrap_services(services))?;
+        Ok(MeteredSubstrate { inner, meter })
     }
     /// The meter.
     pub fn meter(&self) -> &Arc<Meter> {

@@ -4,73 +4,231 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt::{self, Debug};
 use std::path::Path;
 
 use crate::{Event, Namespace, Query, ReadTrace, Recall, Result};
 
-/// Which method of the two papers a substrate implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum MethodId {
-    /// Dense vector, flat.
-    M1,
-    /// Sparse BM25, flat.
-    M2,
-    /// Gist index (ReadAgent).
-    M3,
-    /// Evolving notes (A-Mem).
-    M4,
-    /// Dual-level graph (LightRAG).
-    M5,
-    /// Hierarchical tree (RAPTOR).
-    M6,
-    /// Distilled strategies (ReasoningBank).
-    M7,
-    /// Skill bundles (MemSkill).
-    M8,
-    /// LoRA adapter.
-    M9,
-    /// Full context.
-    M10,
-    /// Episode-clustered re-prefill (EpiCache).
-    M11,
-    /// FlexA-Mem.
-    FlexAMem,
-    /// Several substrates behind a router (`submem-router`).
-    Routed,
-}
+/// Which method a substrate implements: an open, validated name.
+///
+/// The two papers' methods are constants ([`MethodId::M1`] … [`MethodId::M11`],
+/// [`MethodId::FLEXA_MEM`]); a substrate outside this workspace declares its
+/// own with [`MethodId::new`] or [`MethodId::from_static`] without touching
+/// this crate. Ids order the papers' methods by number first, so reports keep
+/// M1 < M2 < … < M11 < FlexA-Mem, then every other id alphabetically, then
+/// [`MethodId::ROUTED`].
+///
+/// ```
+/// use submem_core::MethodId;
+/// let recency = MethodId::new("recent-window")?;
+/// assert!(MethodId::M2 < MethodId::M10 && MethodId::FLEXA_MEM < recency);
+/// assert_eq!(MethodId::FLEXA_MEM.to_string(), "FlexA-Mem");
+/// assert!(MethodId::new("two words").is_err());
+/// # Ok::<(), submem_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct MethodId(Cow<'static, str>);
 
-impl fmt::Display for MethodId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MethodId::FlexAMem => f.write_str("FlexA-Mem"),
-            other => write!(f, "{other:?}"),
+impl MethodId {
+    /// Dense vector, flat.
+    pub const M1: MethodId = MethodId::from_static("M1");
+    /// Sparse BM25, flat.
+    pub const M2: MethodId = MethodId::from_static("M2");
+    /// Gist index (ReadAgent).
+    pub const M3: MethodId = MethodId::from_static("M3");
+    /// Evolving notes (A-Mem).
+    pub const M4: MethodId = MethodId::from_static("M4");
+    /// Dual-level graph (LightRAG).
+    pub const M5: MethodId = MethodId::from_static("M5");
+    /// Hierarchical tree (RAPTOR).
+    pub const M6: MethodId = MethodId::from_static("M6");
+    /// Distilled strategies (ReasoningBank).
+    pub const M7: MethodId = MethodId::from_static("M7");
+    /// Skill bundles (MemSkill).
+    pub const M8: MethodId = MethodId::from_static("M8");
+    /// LoRA adapter.
+    pub const M9: MethodId = MethodId::from_static("M9");
+    /// Full context.
+    pub const M10: MethodId = MethodId::from_static("M10");
+    /// Episode-clustered re-prefill (EpiCache).
+    pub const M11: MethodId = MethodId::from_static("M11");
+    /// FlexA-Mem (shown as `FlexA-Mem`; the id is `FlexAMem`, as files written
+    /// before ids were open spell it).
+    pub const FLEXA_MEM: MethodId = MethodId::from_static("FlexAMem");
+    /// The paper's no-memory row.
+    pub const NO_MEMORY: MethodId = MethodId::from_static("NoMemory");
+    /// Several substrates behind a router (`submem-router`).
+    pub const ROUTED: MethodId = MethodId::from_static("Routed");
+
+    /// An id from a static name, unchecked (a `const` constructor for a
+    /// plugin's own constant). Registries check it with
+    /// [`MethodId::validate`] when the plugin is registered.
+    pub const fn from_static(name: &'static str) -> Self {
+        MethodId(Cow::Borrowed(name))
+    }
+
+    /// A checked id: 1–64 ASCII letters, digits, `-`, `_` or `.`.
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self> {
+        let id = MethodId(name.into());
+        id.validate()?;
+        Ok(id)
+    }
+
+    /// Fails unless the id is 1–64 ASCII letters, digits, `-`, `_` or `.`.
+    pub fn validate(&self) -> Result<()> {
+        validate_id("method id", &self.0)
+    }
+
+    /// The id as written (`M1`, `FlexAMem`, `recent-window`).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The paper method's number (M1 → 1 … M11 → 11, FlexA-Mem → 12), else
+    /// `None`.
+    fn paper_rank(&self) -> Option<u32> {
+        if *self == MethodId::FLEXA_MEM {
+            return Some(12);
+        }
+        let n: u32 = self.0.strip_prefix('M')?.parse().ok()?;
+        (1..=11).contains(&n).then_some(n)
+    }
+
+    fn sort_key(&self) -> (u8, u32, &str) {
+        match self.paper_rank() {
+            Some(n) => (0, n, ""),
+            None if *self == MethodId::ROUTED => (2, 0, ""),
+            None => (1, 0, self.as_str()),
         }
     }
 }
 
-/// The design family a substrate belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Family {
+fn validate_id(what: &str, id: &str) -> Result<()> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if id.is_empty() || id.len() > 64 || !id.chars().all(ok_char) {
+        return Err(crate::Error::InvalidInput(format!(
+            "{what} {id:?} must be 1-64 ASCII letters, digits, '-', '_' or '.'"
+        )));
+    }
+    Ok(())
+}
+
+impl PartialOrd for MethodId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MethodId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.sort_key().cmp(&other.sort_key())
+    }
+}
+
+impl<'de> Deserialize<'de> for MethodId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        // Reports name FlexA-Mem by its display form; read it back as the id.
+        if name == "FlexA-Mem" {
+            return Ok(MethodId::FLEXA_MEM);
+        }
+        MethodId::new(name).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Debug for MethodId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for MethodId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == MethodId::FLEXA_MEM {
+            f.write_str("FlexA-Mem")
+        } else {
+            f.write_str(&self.0)
+        }
+    }
+}
+
+/// The design family a substrate belongs to: an open, validated name in
+/// snake case, with constants for the papers' families.
+///
+/// ```
+/// use submem_core::Family;
+/// assert_eq!(Family::FLAT.as_str(), "flat");
+/// assert_eq!(Family::new("window")?.to_string(), "window");
+/// # Ok::<(), submem_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Family(Cow<'static, str>);
+
+impl Family {
     /// Flat vector stores (M1, M2).
-    Flat,
+    pub const FLAT: Family = Family::from_static("flat");
     /// LLM-written text records (M3).
-    TextRecord,
+    pub const TEXT_RECORD: Family = Family::from_static("text_record");
     /// Structures over notes or entities (M4, M5).
-    Structural,
+    pub const STRUCTURAL: Family = Family::from_static("structural");
     /// Hierarchies of summaries (M6).
-    Hierarchical,
+    pub const HIERARCHICAL: Family = Family::from_static("hierarchical");
     /// Refined experience (M7, M8).
-    Refinement,
+    pub const REFINEMENT: Family = Family::from_static("refinement");
     /// Model weights (M9).
-    Parametric,
+    pub const PARAMETRIC: Family = Family::from_static("parametric");
     /// Activations / context (M10, M11).
-    Activation,
+    pub const ACTIVATION: Family = Family::from_static("activation");
     /// Write-once store rendered per call (FlexA-Mem).
-    WriteOnceRender,
+    pub const WRITE_ONCE_RENDER: Family = Family::from_static("write_once_render");
     /// Several substrates composed behind a router.
-    Composite,
+    pub const COMPOSITE: Family = Family::from_static("composite");
+    /// Reference points that are not designs of their own (no memory, a
+    /// recency window).
+    pub const BASELINE: Family = Family::from_static("baseline");
+
+    /// A family from a static name, unchecked (see [`MethodId::from_static`]).
+    pub const fn from_static(name: &'static str) -> Self {
+        Family(Cow::Borrowed(name))
+    }
+
+    /// A checked family name: 1–64 ASCII letters, digits, `-`, `_` or `.`.
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self> {
+        let f = Family(name.into());
+        f.validate()?;
+        Ok(f)
+    }
+
+    /// Fails unless the name is 1–64 ASCII letters, digits, `-`, `_` or `.`.
+    pub fn validate(&self) -> Result<()> {
+        validate_id("family", &self.0)
+    }
+
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Family {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Family::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Debug for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Static facts about a substrate, for reports and the router.

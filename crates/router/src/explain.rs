@@ -62,7 +62,7 @@ impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = &self.decision;
         write!(f, "route: {} (top-k {})", self.route, d.top_k)?;
-        if let (Some(with), Some((_, share))) = (&self.composed_with, d.secondary) {
+        if let (Some(with), Some((_, share))) = (&self.composed_with, &d.secondary) {
             write!(
                 f,
                 " + {with} (first part {:.0}% of the allowance)",

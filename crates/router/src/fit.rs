@@ -23,9 +23,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use submem_core::{LatencyStats, Regime};
 
 use crate::fitted::{
-    canonical_name, parse_method, Cell, CellKey, Choice, Evidence, PolicyFile, QualityMetric,
-    POLICY_FORMAT, POLICY_VERSION,
+    Cell, CellKey, Choice, Evidence, PolicyFile, QualityMetric, POLICY_FORMAT, POLICY_VERSION,
 };
+use crate::names::RouteNames;
 use crate::policy::Depth;
 use crate::split::HoldoutSplit;
 use crate::RouterError;
@@ -165,18 +165,25 @@ impl FitSettings {
         if self.holdout.is_some_and(|h| !h.is_valid()) {
             return bad("the held-out share must be in 0..=1".into());
         }
+        if self.members.as_ref().is_some_and(Vec::is_empty) {
+            return bad("the member list is empty".into());
+        }
+        Ok(())
+    }
+
+    /// Checks the member list against the routable `names`: canonical names,
+    /// one per method.
+    pub fn check_names(&self, names: &RouteNames) -> Result<(), RouterError> {
         if let Some(members) = &self.members {
-            if members.is_empty() {
-                return bad("the member list is empty".into());
-            }
             for m in members {
-                if canonical_name(m) != Some(m.as_str()) {
-                    return bad(format!(
-                        "member {m:?} is not a canonical routable name (m1, m1-fill, m2, m2-fill, m10, flexa...)"
-                    ));
+                if names.canonical_name(m) != Some(m.as_str()) {
+                    return Err(RouterError::BadPolicy(format!(
+                        "member {m:?} is not a canonical routable name ({})",
+                        names.known()
+                    )));
                 }
             }
-            one_per_method(members.iter().map(String::as_str))?;
+            one_per_method(members.iter().map(String::as_str), names)?;
         }
         Ok(())
     }
@@ -224,13 +231,18 @@ impl FitSettings {
 
 /// Refuses two names standing for one method: a router holds one member per
 /// method, so a policy choosing between them could not be followed.
-fn one_per_method<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), RouterError> {
+fn one_per_method<'a>(
+    specs: impl IntoIterator<Item = &'a str>,
+    names: &'a RouteNames,
+) -> Result<(), RouterError> {
     let mut by_method: BTreeMap<submem_core::MethodId, &str> = BTreeMap::new();
-    for name in names {
-        let (Some(method), Some(canonical)) = (parse_method(name), canonical_name(name)) else {
+    for name in specs {
+        let (Some(method), Some(canonical)) =
+            (names.parse_method(name), names.canonical_name(name))
+        else {
             continue;
         };
-        if let Some(other) = by_method.insert(method, canonical) {
+        if let Some(other) = by_method.insert(method.clone(), canonical) {
             if other != canonical {
                 return Err(RouterError::BadPolicy(format!(
                     "{other} and {canonical} both implement {method}, and a router holds one member \
@@ -243,9 +255,9 @@ per method: name the members to fit for (`route fit --members {canonical},...`)"
 }
 
 /// Whether a spec can be a router member: a routable name without settings.
-fn routable(spec: &str) -> Result<(), String> {
+fn routable(spec: &str, names: &RouteNames) -> Result<(), String> {
     let (name, settings) = spec.split_once(':').unwrap_or((spec, ""));
-    if parse_method(name).is_none() {
+    if names.parse_method(name).is_none() {
         return Err(format!("{name:?} is not a routable substrate"));
     }
     if !settings.trim().is_empty() {
@@ -256,13 +268,16 @@ fn routable(spec: &str) -> Result<(), String> {
 
 type Question = (String, String, String);
 
-/// Fits a policy on `observations` (held-out questions are skipped).
+/// Fits a policy on `observations` (held-out questions are skipped), among
+/// the substrates `names` calls routable.
 pub fn fit(
     observations: &[Observation],
     settings: &FitSettings,
     sources: Vec<String>,
+    names: &RouteNames,
 ) -> Result<PolicyFile, RouterError> {
     settings.validate()?;
+    settings.check_names(names)?;
     let train: Vec<&Observation> = observations
         .iter()
         .filter(|o| {
@@ -272,17 +287,18 @@ pub fn fit(
         })
         .collect();
     let is_member = |spec: &str| {
-        settings
-            .members
-            .as_ref()
-            .is_none_or(|m| canonical_name(spec).is_some_and(|c| m.iter().any(|x| x == c)))
+        settings.members.as_ref().is_none_or(|m| {
+            names
+                .canonical_name(spec)
+                .is_some_and(|c| m.iter().any(|x| x == c))
+        })
     };
     let specs: BTreeSet<&str> = train
         .iter()
         .map(|o| o.spec.as_str())
-        .filter(|s| routable(s).is_ok() && is_member(s))
+        .filter(|s| routable(s, names).is_ok() && is_member(s))
         .collect();
-    one_per_method(specs.iter().copied())?;
+    one_per_method(specs.iter().copied(), names)?;
     if specs.is_empty() {
         return Err(RouterError::BadPolicy(
             "no training items of a routable substrate (m1, m2, m10, flexa...)".into(),
@@ -309,7 +325,7 @@ pub fn fit(
     let mut cells: BTreeMap<(u8, Depth, usize), CellData> = BTreeMap::new();
     for o in &train {
         let name = o.spec.split(':').next().unwrap_or("");
-        if parse_method(name).is_none() || !is_member(name) {
+        if names.parse_method(name).is_none() || !is_member(name) {
             continue; // the router's own items, baselines, non-members
         }
         let Some(q) = o.scores.get(metric) else {
@@ -331,7 +347,7 @@ pub fn fit(
     }
     let cells = cells
         .into_values()
-        .map(|(key, budgets, cands)| fit_cell(key, budgets, &cands, settings))
+        .map(|(key, budgets, cands)| fit_cell(key, budgets, &cands, settings, names))
         .collect();
     let file = PolicyFile {
         format: POLICY_FORMAT.into(),
@@ -350,6 +366,7 @@ fn fit_cell(
     budgets: BTreeSet<usize>,
     cands: &Candidates<'_>,
     settings: &FitSettings,
+    names: &RouteNames,
 ) -> Cell {
     // Pair on the questions every candidate has.
     let mut common: Option<BTreeSet<&Question>> = None;
@@ -381,7 +398,7 @@ fn fit_cell(
             } else {
                 LatencyStats::from_samples(&lat).p50 * 1000.0
             };
-            let excluded = routable(spec).err().or_else(|| {
+            let excluded = routable(spec, names).err().or_else(|| {
                 if n < settings.min_items {
                     Some(format!(
                         "{n} paired items < min_items {}",
@@ -427,7 +444,7 @@ fn fit_cell(
                 .unwrap_or(best);
             let name = fastest_close.spec.split(':').next().unwrap_or("");
             Choice {
-                substrate: canonical_name(name).unwrap_or(name).to_string(),
+                substrate: names.canonical_name(name).unwrap_or(name).to_string(),
                 top_k: fastest_close.k,
                 compose: None,
             }

@@ -25,6 +25,7 @@ use std::path::Path;
 use submem_core::{MethodId, Regime};
 
 use crate::fit::FitSettings;
+use crate::names::RouteNames;
 use crate::policy::Depth;
 use crate::RouterError;
 
@@ -32,68 +33,6 @@ use crate::RouterError;
 pub const POLICY_FORMAT: &str = "submem-route-policy";
 /// The version this build writes and reads.
 pub const POLICY_VERSION: u32 = 1;
-
-/// Routable substrate names with the name they stand for and their method.
-/// Aliases (`dense`, `bm25`, `full`) stand for the canonical name (the first
-/// of their method); variants built another way (`m1-fill`, `m2-fill`) are
-/// their own canonical name, so a policy keeps them apart from the top-k
-/// default of the same method.
-const NAMES: &[(&str, &str, MethodId)] = &[
-    ("m1", "m1", MethodId::M1),
-    ("dense", "m1", MethodId::M1),
-    ("m1-fill", "m1-fill", MethodId::M1),
-    ("m2", "m2", MethodId::M2),
-    ("bm25", "m2", MethodId::M2),
-    ("sparse", "m2", MethodId::M2),
-    ("m2-fill", "m2-fill", MethodId::M2),
-    ("m3", "m3", MethodId::M3),
-    ("m4", "m4", MethodId::M4),
-    ("m5", "m5", MethodId::M5),
-    ("m6", "m6", MethodId::M6),
-    ("m7", "m7", MethodId::M7),
-    ("m8", "m8", MethodId::M8),
-    ("m9", "m9", MethodId::M9),
-    ("m10", "m10", MethodId::M10),
-    ("full", "m10", MethodId::M10),
-    ("full-context", "m10", MethodId::M10),
-    ("m11", "m11", MethodId::M11),
-    ("flexa", "flexa", MethodId::FlexAMem),
-    ("flexamem", "flexa", MethodId::FlexAMem),
-    ("flexa-mem", "flexa", MethodId::FlexAMem),
-];
-
-fn lookup(name: &str) -> Option<&'static (&'static str, &'static str, MethodId)> {
-    NAMES
-        .iter()
-        .find(|(n, _, _)| n.eq_ignore_ascii_case(name.trim()))
-}
-
-/// The method a routable substrate name stands for (case-insensitive).
-pub fn parse_method(name: &str) -> Option<MethodId> {
-    lookup(name).map(|(_, _, m)| *m)
-}
-
-/// The canonical name a routable substrate name stands for (`bm25` → `m2`,
-/// `m1-fill` → `m1-fill`).
-pub fn canonical_name(name: &str) -> Option<&'static str> {
-    lookup(name).map(|(_, c, _)| *c)
-}
-
-/// The canonical name of a method's default substrate (`m2`, `flexa`).
-pub fn method_name(method: MethodId) -> &'static str {
-    NAMES
-        .iter()
-        .find(|(_, _, m)| *m == method)
-        .map_or("routed", |(n, _, _)| n)
-}
-
-fn known_names() -> String {
-    NAMES
-        .iter()
-        .map(|(n, _, _)| *n)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 /// Which cell a query falls in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -324,23 +263,44 @@ impl PolicyFile {
                 )));
             }
             let Some(choice) = &cell.choice else { continue };
-            let unknown = |name: &str| RouterError::UnknownSubstrate {
-                name: name.to_string(),
-                at: at.clone(),
-                known: known_names(),
-            };
-            parse_method(&choice.substrate).ok_or_else(|| unknown(&choice.substrate))?;
             if choice.top_k == 0 {
                 return Err(bad(format!("{at}: top_k must be at least 1")));
             }
             if let Some(c) = &choice.compose {
-                parse_method(&c.with).ok_or_else(|| unknown(&c.with))?;
                 if !(c.share > 0.0 && c.share < 1.0) {
                     return Err(bad(format!(
                         "{at}: composition share must be in (0, 1), got {}",
                         c.share
                     )));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that every substrate the file names is in `names` (the
+    /// registry's routable names), and that its member list, if any, names
+    /// canonical routable substrates, one per method.
+    pub fn check_names(&self, names: &RouteNames) -> Result<(), RouterError> {
+        self.settings.check_names(names)?;
+        for (i, cell) in self.cells.iter().enumerate() {
+            let Some(choice) = &cell.choice else { continue };
+            let at = format!(
+                "cell {i} ({} {:?} budget bucket {})",
+                cell.regime, cell.depth, cell.budget_bucket
+            );
+            let unknown = |name: &str| RouterError::UnknownSubstrate {
+                name: name.to_string(),
+                at: at.clone(),
+                known: names.known(),
+            };
+            names
+                .parse_method(&choice.substrate)
+                .ok_or_else(|| unknown(&choice.substrate))?;
+            if let Some(c) = &choice.compose {
+                names
+                    .parse_method(&c.with)
+                    .ok_or_else(|| unknown(&c.with))?;
             }
         }
         Ok(())
@@ -363,7 +323,7 @@ impl PolicyFile {
 }
 
 /// The method and share of a validated composition.
-pub(crate) fn compose_of(choice: &Choice) -> Option<(MethodId, f64)> {
+pub(crate) fn compose_of(choice: &Choice, names: &RouteNames) -> Option<(MethodId, f64)> {
     let c = choice.compose.as_ref()?;
-    Some((parse_method(&c.with)?, c.share))
+    Some((names.parse_method(&c.with)?, c.share))
 }

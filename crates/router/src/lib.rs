@@ -23,8 +23,8 @@
 //!
 //! let policy = RoutingPolicy::default();
 //! let signal = RoutingSignal { regime: Regime::Agentic, history_tokens: 200_000, allowance: 3_000, budget: 4_096 };
-//! let decision = policy.decide(&signal, &[MethodId::M1, MethodId::M2, MethodId::FlexAMem]).unwrap();
-//! assert_eq!(decision.method, MethodId::FlexAMem);
+//! let decision = policy.decide(&signal, &[MethodId::M1, MethodId::M2, MethodId::FLEXA_MEM]).unwrap();
+//! assert_eq!(decision.method, MethodId::FLEXA_MEM);
 //! assert_eq!(decision.top_k, 1);
 //! ```
 #![warn(missing_docs)]
@@ -33,6 +33,7 @@ pub mod compose;
 pub mod explain;
 pub mod fit;
 pub mod fitted;
+pub mod names;
 pub mod policy;
 pub mod routed;
 pub mod signals;
@@ -40,7 +41,8 @@ pub mod split;
 
 pub use explain::{CellExplanation, Explanation};
 pub use fit::{fit, FitSettings, Observation, Scores};
-pub use fitted::{canonical_name, method_name, parse_method, CellKey, PolicyFile, QualityMetric};
+pub use fitted::{CellKey, PolicyFile, QualityMetric};
+pub use names::{RouteName, RouteNames};
 pub use policy::{Decision, Depth, Origin, RoutingPolicy, RoutingSignal, Rule};
 pub use routed::RoutedSubstrate;
 pub use signals::{SignalSettings, Signals};

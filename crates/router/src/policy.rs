@@ -126,28 +126,41 @@ fn rule(
     }
 }
 
+/// The papers' methods under short names, for the rule tables.
+pub(crate) mod paper_methods {
+    use submem_core::MethodId;
+    pub const M1: MethodId = MethodId::M1;
+    pub const M2: MethodId = MethodId::M2;
+    pub const M5: MethodId = MethodId::M5;
+    pub const M7: MethodId = MethodId::M7;
+    pub const M8: MethodId = MethodId::M8;
+    pub const M10: MethodId = MethodId::M10;
+    pub const M11: MethodId = MethodId::M11;
+    pub const FLEXA: MethodId = MethodId::FLEXA_MEM;
+}
+
 impl Default for RoutingPolicy {
     fn default() -> Self {
+        use paper_methods::*;
         use Depth::*;
-        use MethodId::*;
         use Regime::*;
         RoutingPolicy {
             tight_budget: 4096,
             long_history_factor: 32,
             rules: vec![
-                rule(Conversational, &[Fits], None, &[M10, FlexAMem, M2], 10,
+                rule(Conversational, &[Fits], None, &[M10, FLEXA, M2], 10,
                     "the whole history fits: show it verbatim"),
-                rule(Agentic, &[Fits], None, &[M10, FlexAMem, M7], 3,
+                rule(Agentic, &[Fits], None, &[M10, FLEXA, M7], 3,
                     "the whole trajectory fits: show it verbatim"),
-                rule(Conversational, &[Moderate, Long], Some(true), &[FlexAMem, M2, M1], 10,
+                rule(Conversational, &[Moderate, Long], Some(true), &[FLEXA, M2, M1], 10,
                     "tight budget: raw-text-keeping memories beat LLM-written ones"),
-                rule(Conversational, &[Moderate], Some(false), &[M5, FlexAMem, M2, M10, M1], 20,
+                rule(Conversational, &[Moderate], Some(false), &[M5, FLEXA, M2, M10, M1], 20,
                     "QA over moderate dialogue: broad retrieval helps; the graph leads"),
-                rule(Conversational, &[Long], Some(false), &[M2, FlexAMem, M1], 20,
+                rule(Conversational, &[Long], Some(false), &[M2, FLEXA, M1], 20,
                     "QA over long dialogue: graph rebuilds and full context hit limits; BM25 is cheapest"),
-                rule(Agentic, &[Moderate, Long], Some(true), &[FlexAMem, M7, M11, M2], 1,
+                rule(Agentic, &[Moderate, Long], Some(true), &[FLEXA, M7, M11, M2], 1,
                     "tight agentic budget: unit recovery keeps the observation in view"),
-                rule(Agentic, &[Moderate, Long], Some(false), &[M7, M11, FlexAMem, M8, M2, M1], 1,
+                rule(Agentic, &[Moderate, Long], Some(false), &[M7, M11, FLEXA, M8, M2, M1], 1,
                     "agentic decisions: breadth hurts; distilled strategies and episode re-prefill lead"),
             ],
         }
@@ -180,7 +193,7 @@ impl RoutingPolicy {
                     .iter()
                     .find(|m| available.contains(m))
                     .map(|m| Decision {
-                        method: *m,
+                        method: m.clone(),
                         top_k: r.top_k,
                         reason: r.reason.clone(),
                         depth,
@@ -194,7 +207,7 @@ impl RoutingPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use MethodId::*;
+    use crate::policy::paper_methods::*;
 
     fn signal(regime: Regime, history_tokens: u64, budget: usize) -> RoutingSignal {
         RoutingSignal {
@@ -235,7 +248,7 @@ mod tests {
     #[test]
     fn regimes_reverse_the_preferred_breadth() {
         let p = RoutingPolicy::default();
-        let all = [M1, M2, M5, M7, M10, M11, FlexAMem];
+        let all = [M1, M2, M5, M7, M10, M11, FLEXA];
         let qa = p
             .decide(&signal(Regime::Conversational, 100_000, 16_384), &all)
             .unwrap();
@@ -253,10 +266,10 @@ mod tests {
         let d = p
             .decide(
                 &signal(Regime::Conversational, 100_000, 2048),
-                &[M1, M2, M5, FlexAMem],
+                &[M1, M2, M5, FLEXA],
             )
             .unwrap();
-        assert_eq!(d.method, FlexAMem);
+        assert_eq!(d.method, FLEXA);
         let d = p
             .decide(
                 &signal(Regime::Conversational, 100_000, 2048),
@@ -286,7 +299,7 @@ mod tests {
             .unwrap();
         assert_eq!(d.method, M1);
         assert!(p
-            .decide(&signal(Regime::Agentic, 100_000, 16_384), &[M9])
+            .decide(&signal(Regime::Agentic, 100_000, 16_384), &[MethodId::M9])
             .is_none());
     }
 

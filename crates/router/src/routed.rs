@@ -18,7 +18,8 @@ use submem_core::{
 
 use crate::compose::{first_share, join_recalls, second_share};
 use crate::explain::{CellExplanation, Explanation};
-use crate::fitted::{canonical_name, compose_of, method_name, parse_method, PolicyFile};
+use crate::fitted::{compose_of, PolicyFile};
+use crate::names::RouteNames;
 use crate::policy::{Decision, Origin, RoutingPolicy, RoutingSignal};
 use crate::signals::{SignalSettings, Signals};
 use crate::RouterError;
@@ -34,6 +35,8 @@ pub struct RoutedSubstrate {
     /// Each member's canonical routable name (`m1`, `m1-fill`), which a
     /// fitted choice must match.
     names: BTreeMap<MethodId, String>,
+    /// The routable names the members and a fitted policy are read with.
+    route_names: RouteNames,
     policy: RoutingPolicy,
     fitted: Option<PolicyFile>,
     signals: Option<SignalSettings>,
@@ -50,11 +53,20 @@ impl RoutedSubstrate {
         policy: RoutingPolicy,
         tokens: Arc<dyn TokenCounter>,
     ) -> Result<Self> {
-        let named = members
-            .into_iter()
-            .map(|m| (method_name(m.info().method).to_string(), m))
-            .collect();
-        Self::new_named(named, policy, tokens)
+        // Paper methods keep their built-in names; any other member is named
+        // by its method id, lower-cased.
+        let papers = RouteNames::papers();
+        let mut table = Vec::new();
+        let mut named = Vec::new();
+        for m in members {
+            let method = m.info().method;
+            let name = papers
+                .method_name(&method)
+                .map_or_else(|| method.as_str().to_ascii_lowercase(), str::to_string);
+            table.push((name.clone(), name.clone(), method));
+            named.push((name, m));
+        }
+        Self::new_named_in(named, RouteNames::new(table), policy, tokens)
     }
 
     /// Like [`RoutedSubstrate::new`], with each member's routable name
@@ -65,6 +77,18 @@ impl RoutedSubstrate {
         policy: RoutingPolicy,
         tokens: Arc<dyn TokenCounter>,
     ) -> Result<Self> {
+        Self::new_named_in(members, RouteNames::papers(), policy, tokens)
+    }
+
+    /// Like [`RoutedSubstrate::new_named`], reading member names (and a
+    /// fitted policy's choices) with `route_names`, the routable names of a
+    /// registry, so plugins from any crate can be members.
+    pub fn new_named_in(
+        members: Vec<(String, Arc<dyn Substrate>)>,
+        route_names: RouteNames,
+        policy: RoutingPolicy,
+        tokens: Arc<dyn TokenCounter>,
+    ) -> Result<Self> {
         if members.is_empty() {
             return Err(RouterError::NoMembers.into());
         }
@@ -72,11 +96,11 @@ impl RoutedSubstrate {
         let mut names = BTreeMap::new();
         for (name, m) in members {
             let method = m.info().method;
-            if method == MethodId::Routed {
+            if method == MethodId::ROUTED {
                 return Err(RouterError::NestedRouter.into());
             }
-            let canonical = match canonical_name(&name) {
-                Some(c) if parse_method(c) == Some(method) => c.to_string(),
+            let canonical = match route_names.canonical_name(&name) {
+                Some(c) if route_names.parse_method(c).as_ref() == Some(&method) => c.to_string(),
                 _ => {
                     return Err(RouterError::BadPolicy(format!(
                         "member name {name:?} does not name a routable {method} substrate"
@@ -84,7 +108,7 @@ impl RoutedSubstrate {
                     .into())
                 }
             };
-            if map.insert(method, m).is_some() {
+            if map.insert(method.clone(), m).is_some() {
                 return Err(RouterError::DuplicateMember(method).into());
             }
             names.insert(method, canonical);
@@ -92,6 +116,7 @@ impl RoutedSubstrate {
         Ok(RoutedSubstrate {
             members: map,
             names,
+            route_names,
             policy,
             fitted: None,
             signals: None,
@@ -122,8 +147,8 @@ impl RoutedSubstrate {
         second: MethodId,
         share: f64,
     ) -> Result<Self> {
-        for m in [first, second] {
-            if !self.members.contains_key(&m) {
+        for m in [&first, &second] {
+            if !self.members.contains_key(m) {
                 return Err(
                     RouterError::BadPolicy(format!("composition names {m}, not a member")).into(),
                 );
@@ -146,7 +171,7 @@ impl RoutedSubstrate {
 
     /// The methods composed.
     pub fn methods(&self) -> Vec<MethodId> {
-        self.members.keys().copied().collect()
+        self.members.keys().cloned().collect()
     }
 
     /// The members' canonical names (`m1-fill`, `m2`), in method order.
@@ -155,10 +180,12 @@ impl RoutedSubstrate {
     }
 
     /// The member name of `method` (its default name if it is no member).
-    fn name_of(&self, method: MethodId) -> &str {
+    fn name_of<'a>(&'a self, method: &'a MethodId) -> &'a str {
         self.names
-            .get(&method)
-            .map_or(method_name(method), String::as_str)
+            .get(method)
+            .map(String::as_str)
+            .or_else(|| self.route_names.method_name(method))
+            .unwrap_or_else(|| method.as_str())
     }
 
     /// Tokens written so far to `namespace`.
@@ -179,16 +206,16 @@ impl RoutedSubstrate {
             budget: query.budget,
         };
         let depth = self.policy.depth(&signal);
-        if let Some((first, second, share)) = self.forced {
+        if let Some((first, second, share)) = &self.forced {
             return Ok(Decision {
-                method: first,
+                method: first.clone(),
                 top_k: query.top_k,
                 reason: format!(
                     "always composed with {} at share {share}",
                     self.name_of(second)
                 ),
                 depth,
-                secondary: Some((second, share)),
+                secondary: Some((second.clone(), *share)),
                 origin: Origin::Forced,
             });
         }
@@ -212,11 +239,13 @@ impl RoutedSubstrate {
         let choice = cell.choice.as_ref()?;
         // The choice must be this very member: a policy that chose `m1-fill`
         // says nothing about a top-k `m1` member, so the rules decide then.
-        let chosen = canonical_name(&choice.substrate)?;
-        let method =
-            parse_method(chosen).filter(|m| self.names.get(m).is_some_and(|n| n == chosen))?;
-        let secondary =
-            compose_of(choice).filter(|(m, _)| self.members.contains_key(m) && *m != method);
+        let chosen = self.route_names.canonical_name(&choice.substrate)?;
+        let method = self
+            .route_names
+            .parse_method(chosen)
+            .filter(|m| self.names.get(m).is_some_and(|n| n == chosen))?;
+        let secondary = compose_of(choice, &self.route_names)
+            .filter(|(m, _)| self.members.contains_key(m) && *m != method);
         let best = cell.evidence.iter().find(|e| e.excluded.is_none());
         Some(Decision {
             method,
@@ -259,24 +288,24 @@ impl RoutedSubstrate {
     /// The decision for `query` after runtime signals, with the signals.
     async fn decide_with_signals(&self, query: &Query) -> Result<(Decision, Option<Signals>)> {
         let mut decision = self.decide(query)?;
-        let Some(settings) = self.signals else {
+        let Some(settings) = &self.signals else {
             return Ok((decision, None));
         };
         if decision.origin == Origin::Forced {
             return Ok((decision, None));
         }
         let signals = self.measure_signals(query, settings.k).await?;
-        if signals.confident(&settings)
+        if signals.confident(settings)
             && self.members.contains_key(&settings.confident)
             && decision.method != settings.confident
         {
             decision = Decision {
-                method: settings.confident,
+                method: settings.confident.clone(),
                 reason: format!(
                     "signals: dense/sparse agreement ≥ {} and BM25 margin ≥ {} (was {})",
                     settings.min_agreement,
                     settings.min_margin,
-                    self.name_of(decision.method)
+                    self.name_of(&decision.method)
                 ),
                 secondary: None,
                 origin: Origin::Signal,
@@ -295,8 +324,13 @@ impl RoutedSubstrate {
         let signals = match applied {
             Some(s) => Some(s),
             None if self.members.contains_key(&MethodId::M2) => Some(
-                self.measure_signals(query, self.signals.unwrap_or_default().k)
-                    .await?,
+                self.measure_signals(
+                    query,
+                    self.signals
+                        .as_ref()
+                        .map_or(SignalSettings::default().k, |s| s.k),
+                )
+                .await?,
             ),
             None => None,
         };
@@ -317,8 +351,11 @@ impl RoutedSubstrate {
             budget: query.budget,
             allowance: query.allowance(),
             members: self.member_names(),
-            route: self.name_of(decision.method).to_string(),
-            composed_with: decision.secondary.map(|(m, _)| self.name_of(m).to_string()),
+            route: self.name_of(&decision.method).to_string(),
+            composed_with: decision
+                .secondary
+                .as_ref()
+                .map(|(m, _)| self.name_of(m).to_string()),
             signals,
             signals_act: self.signals.is_some(),
             cell,
@@ -326,10 +363,10 @@ impl RoutedSubstrate {
         })
     }
 
-    async fn read_member(&self, method: MethodId, query: &Query) -> Result<Recall> {
+    async fn read_member(&self, method: &MethodId, query: &Query) -> Result<Recall> {
         let member = self
             .members
-            .get(&method)
+            .get(method)
             .ok_or(RouterError::NoRoute(query.regime.to_string()))?;
         member.read(query).await
     }
@@ -352,18 +389,18 @@ impl RoutedSubstrate {
                 .with_fixed_prompt_tokens(filled - a.min(filled))
         };
         let first = self
-            .read_member(decision.method, &under(first_share(allowance, share)))
+            .read_member(&decision.method, &under(first_share(allowance, share)))
             .await?;
         let rest = second_share(allowance, first.tokens, self.tokens.as_ref());
         let second = if rest == 0 {
             Recall::empty()
         } else {
-            self.read_member(second, &under(rest)).await?
+            self.read_member(&second, &under(rest)).await?
         };
         Ok(join_recalls(first, second, allowance, self.tokens.as_ref()))
     }
 
-    fn member_dir(dir: &Path, method: MethodId) -> std::path::PathBuf {
+    fn member_dir(dir: &Path, method: &MethodId) -> std::path::PathBuf {
         dir.join(method.to_string())
     }
 }
@@ -372,8 +409,8 @@ impl RoutedSubstrate {
 impl Substrate for RoutedSubstrate {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
-            method: MethodId::Routed,
-            family: Family::Composite,
+            method: MethodId::ROUTED,
+            family: Family::COMPOSITE,
             name: format!(
                 "routed({})",
                 self.methods()
@@ -414,10 +451,10 @@ impl Substrate for RoutedSubstrate {
         query.validate()?;
         let (decision, _) = self.decide_with_signals(query).await?;
         tracing::debug!(method = %decision.method, top_k = decision.top_k, reason = %decision.reason, "routed read");
-        match decision.secondary {
+        match decision.secondary.clone() {
             Some((second, share)) => self.read_composed(query, &decision, second, share).await,
             None => {
-                self.read_member(decision.method, &query.clone().with_top_k(decision.top_k))
+                self.read_member(&decision.method, &query.clone().with_top_k(decision.top_k))
                     .await
             }
         }
@@ -463,7 +500,7 @@ impl Substrate for RoutedSubstrate {
     async fn persist(&self, dir: &Path) -> Result<()> {
         begin_persist(dir)?;
         for (method, member) in &self.members {
-            member.persist(&Self::member_dir(dir, *method)).await?;
+            member.persist(&Self::member_dir(dir, method)).await?;
         }
         let state: BTreeMap<String, u64> = self
             .history_tokens
@@ -483,7 +520,7 @@ impl Substrate for RoutedSubstrate {
     async fn restore(&self, dir: &Path) -> Result<()> {
         check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
         for method in self.members.keys() {
-            let d = Self::member_dir(dir, *method);
+            let d = Self::member_dir(dir, method);
             if !d.is_dir() {
                 return Err(Error::store(dir, format!("no state for member {method}")));
             }
@@ -494,7 +531,7 @@ impl Substrate for RoutedSubstrate {
             restored.insert(Namespace::new(k)?, v);
         }
         for (method, member) in &self.members {
-            member.restore(&Self::member_dir(dir, *method)).await?;
+            member.restore(&Self::member_dir(dir, method)).await?;
         }
         if let Ok(mut h) = self.history_tokens.write() {
             *h = restored;

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use submem_core::{MethodId, Recall};
 
 /// Settings of the signal rule.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SignalSettings {
     /// Top-k of the probe reads.
     pub k: usize,

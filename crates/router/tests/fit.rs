@@ -4,7 +4,8 @@
 
 use submem_core::Regime;
 use submem_router::{
-    fit, Depth, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, Scores,
+    fit, Depth, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, RouteNames,
+    Scores,
 };
 
 fn obs(spec: &str, q: usize, budget: usize, k: usize, coverage: f64, ms: f64) -> Observation {
@@ -57,7 +58,13 @@ fn picks_the_best_under_the_latency_cap_per_cell() {
         latency_cap_ms: Some(10.0),
         ..FitSettings::default()
     };
-    let p = fit(&sample(), &settings, vec!["fixture".into()]).unwrap();
+    let p = fit(
+        &sample(),
+        &settings,
+        vec!["fixture".into()],
+        &RouteNames::papers(),
+    )
+    .unwrap();
     // Recall is defined for all but the metric order puts coverage first.
     assert_eq!(p.quality_metric, QualityMetric::Coverage);
     assert_eq!(p.cells.len(), 2);
@@ -85,7 +92,13 @@ fn picks_the_best_under_the_latency_cap_per_cell() {
     assert!((m2.quality - 0.8).abs() < 1e-9 && (m2.p50_ms - 1.0).abs() < 1e-9);
 
     // Without the cap, FlexA-Mem's better coverage wins.
-    let p = fit(&sample(), &FitSettings::default(), vec![]).unwrap();
+    let p = fit(
+        &sample(),
+        &FitSettings::default(),
+        vec![],
+        &RouteNames::papers(),
+    )
+    .unwrap();
     assert_eq!(choice(&p, 2048).0, "flexa");
 }
 
@@ -96,7 +109,7 @@ fn a_quality_margin_prefers_the_faster_candidate() {
         quality_margin: 0.5,
         ..FitSettings::default()
     };
-    let p = fit(&sample(), &settings, vec![]).unwrap();
+    let p = fit(&sample(), &settings, vec![], &RouteNames::papers()).unwrap();
     // m10 (0.3, 0.5 ms) is within 0.5 of m2 (0.8, 1.0 ms).
     assert_eq!(choice(&p, 2048).0, "m10");
 }
@@ -121,7 +134,7 @@ fn held_out_questions_never_shape_the_policy() {
         holdout: Some(split),
         ..FitSettings::default()
     };
-    let p = fit(&v, &settings, vec![]).unwrap();
+    let p = fit(&v, &settings, vec![], &RouteNames::papers()).unwrap();
     let cell = p
         .cell(&p.key_for(Regime::Conversational, 20_000, 2048))
         .unwrap();
@@ -145,7 +158,7 @@ fn too_few_items_leave_the_cell_to_the_rules() {
         min_items: 50,
         ..FitSettings::default()
     };
-    let p = fit(&sample(), &settings, vec![]).unwrap();
+    let p = fit(&sample(), &settings, vec![], &RouteNames::papers()).unwrap();
     assert!(p.cells.iter().all(|c| c.choice.is_none()));
 }
 
@@ -155,7 +168,7 @@ fn the_judge_is_preferred_when_every_substrate_has_it() {
     for o in v.iter_mut() {
         o.scores.judge = Some(if o.spec == "m10" { 1.0 } else { 0.0 });
     }
-    let p = fit(&v, &FitSettings::default(), vec![]).unwrap();
+    let p = fit(&v, &FitSettings::default(), vec![], &RouteNames::papers()).unwrap();
     assert_eq!(p.quality_metric, QualityMetric::Judge);
     assert_eq!(choice(&p, 2048).0, "m10");
     // Forcing a metric overrides the preference.
@@ -164,14 +177,22 @@ fn the_judge_is_preferred_when_every_substrate_has_it() {
         ..FitSettings::default()
     };
     assert_eq!(
-        fit(&v, &forced, vec![]).unwrap().quality_metric,
+        fit(&v, &forced, vec![], &RouteNames::papers())
+            .unwrap()
+            .quality_metric,
         QualityMetric::Recall
     );
 }
 
 #[test]
 fn the_file_round_trips_and_bad_files_are_refused_clearly() {
-    let p = fit(&sample(), &FitSettings::default(), vec!["runs/a".into()]).unwrap();
+    let p = fit(
+        &sample(),
+        &FitSettings::default(),
+        vec!["runs/a".into()],
+        &RouteNames::papers(),
+    )
+    .unwrap();
     let json = p.to_json().unwrap();
     assert_eq!(PolicyFile::from_json(&json).unwrap(), p);
     let dir = std::env::temp_dir().join(format!("submem-router-fit-{}", std::process::id()));
@@ -190,7 +211,12 @@ fn the_file_round_trips_and_bad_files_are_refused_clearly() {
         err(&v2)
     );
     let unknown = json.replacen("\"substrate\": \"flexa\"", "\"substrate\": \"m99\"", 1);
-    let e = err(&unknown);
+    // A name no registry knows is structurally fine, and refused by name.
+    let e = PolicyFile::from_json(&unknown)
+        .unwrap()
+        .check_names(&RouteNames::papers())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("\"m99\"") && e.contains("cell 0") && e.contains("flexa"),
         "{e}"
@@ -219,7 +245,7 @@ fn variants_of_one_method_need_a_member_list_and_keep_their_names() {
         v.push(obs("m2-fill", q, 2048, 10, 1.0, 1.5));
         v.push(obs("m2-fill", q, 8192, 10, 1.0, 1.5));
     }
-    let err = fit(&v, &FitSettings::default(), vec![])
+    let err = fit(&v, &FitSettings::default(), vec![], &RouteNames::papers())
         .unwrap_err()
         .to_string();
     assert!(
@@ -232,7 +258,7 @@ fn variants_of_one_method_need_a_member_list_and_keep_their_names() {
         members: Some(vec!["m2-fill".into(), "m10".into(), "flexa".into()]),
         ..FitSettings::default()
     };
-    let p = fit(&v, &settings, vec![]).unwrap();
+    let p = fit(&v, &settings, vec![], &RouteNames::papers()).unwrap();
     assert_eq!(choice(&p, 2048), ("m2-fill".into(), 10));
     let cell = p
         .cell(&p.key_for(Regime::Conversational, 20_000, 2048))
@@ -248,8 +274,9 @@ fn variants_of_one_method_need_a_member_list_and_keep_their_names() {
         members: Some(vec!["bm25".into()]),
         ..FitSettings::default()
     };
+    assert!(bad.validate().is_ok());
     assert!(bad
-        .validate()
+        .check_names(&RouteNames::papers())
         .unwrap_err()
         .to_string()
         .contains("canonical"));

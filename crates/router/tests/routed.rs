@@ -216,7 +216,7 @@ async fn composed_reads_share_the_budget_and_show_each_turn_once() {
     let recall = forced.read(&q).await.unwrap();
     assert!(recall.tokens <= q.allowance());
     assert!(routed()
-        .with_composition(MethodId::M2, MethodId::FlexAMem, 0.5)
+        .with_composition(MethodId::M2, MethodId::FLEXA_MEM, 0.5)
         .is_err());
     assert!(routed()
         .with_composition(MethodId::M2, MethodId::M10, 1.0)

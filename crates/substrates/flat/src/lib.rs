@@ -77,6 +77,7 @@
 
 pub mod dense;
 mod error;
+pub mod factory;
 pub mod fill;
 mod lock;
 pub mod sparse;
@@ -84,5 +85,6 @@ mod unit;
 
 pub use dense::{DenseConfig, DenseMemory};
 pub use error::FlatError;
+pub use factory::factories;
 pub use fill::ReadDepth;
 pub use sparse::{SparseConfig, SparseMemory};

@@ -1,11 +1,11 @@
-//! What the flat substrates store per event, and the checks shared by every
-//! write: a batch is validated as a whole (empty or duplicate source ids,
-//! within the batch or against what is already stored) before anything is
-//! stored.
+//! What the flat substrates store per event, and the helpers their writes
+//! share: a batch is validated as a whole (empty or duplicate source ids,
+//! within the batch or against what is already stored) with
+//! [`submem_kit::batch::check_new_sources`] before anything is stored;
+//! [`exists_in`] says what "already stored" means for a map of ids.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
-use submem_core::{Error, Event, Result};
+use std::collections::HashMap;
 
 /// One stored event: its rendered text and where it sits in its namespace's
 /// history.
@@ -26,27 +26,6 @@ impl StoredUnit {
     pub fn heap_bytes(&self) -> u64 {
         (self.source_id.capacity() + self.text.capacity() + std::mem::size_of::<Self>()) as u64
     }
-}
-
-/// Validates a batch: every event valid, no source id twice in the batch,
-/// none already stored (`exists`).
-pub(crate) fn validate_batch(events: &[Event], exists: impl Fn(&str) -> bool) -> Result<()> {
-    let mut seen: HashSet<&str> = HashSet::with_capacity(events.len());
-    for e in events {
-        e.validate()?;
-        let id = e.source_id();
-        if !seen.insert(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} appears twice in one write"
-            )));
-        }
-        if exists(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} is already stored in this namespace"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Checks source ids against a map of stored ids.
@@ -77,7 +56,8 @@ pub(crate) fn dir_bytes(dir: &std::path::Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use submem_core::Turn;
+    use submem_core::{Event, Turn};
+    use submem_kit::batch::check_new_sources;
 
     fn turn(id: &str) -> Event {
         Event::Turn(Turn {
@@ -90,10 +70,11 @@ mod tests {
     }
 
     #[test]
-    fn batch_validation() {
-        assert!(validate_batch(&[turn("a"), turn("b")], |_| false).is_ok());
-        assert!(validate_batch(&[turn("a"), turn("a")], |_| false).is_err());
-        assert!(validate_batch(&[turn("a")], |id| id == "a").is_err());
-        assert!(validate_batch(&[turn("")], |_| false).is_err());
+    fn batch_validation_against_stored_ids() {
+        let stored: HashMap<String, u64> = [("a".to_string(), 0)].into();
+        assert!(check_new_sources(&[turn("b")], exists_in(Some(&stored))).is_ok());
+        assert!(check_new_sources(&[turn("a")], exists_in(Some(&stored))).is_err());
+        assert!(check_new_sources(&[turn("a")], exists_in::<u64>(None)).is_ok());
+        assert!(check_new_sources(&[turn("b"), turn("b")], exists_in(Some(&stored))).is_err());
     }
 }

@@ -15,9 +15,10 @@
 //!   framing, synced per batch) so a process killed mid-write loses at most
 //!   the record being written; reopening cuts a torn tail and continues.
 //! - **Notes.** One LLM call per unit writes the record (≤ 80 words) and
-//!   retrieval fields as JSON, repaired leniently ([`json_repair`]); when the
-//!   model fails or the JSON is hopeless, or when no LLM is configured, the
-//!   fixed-rule writer ([`record::rule_record`]) writes them. `e = φ(s‖f)`;
+//!   retrieval fields as JSON, repaired leniently
+//!   ([`submem_kit::json_repair`]); when the model fails or the JSON is
+//!   hopeless, or when no LLM is configured, the fixed-rule writer
+//!   ([`submem_kit::record::rule_record`]) writes them. `e = φ(s‖f)`;
 //!   links both ways to the 3 most similar earlier notes; pieces of ≤ κ
 //!   tokens cut at line breaks inside one turn or step block, labelled.
 //! - **Timeline.** Records in time order, merged oldest first in groups of up
@@ -25,7 +26,7 @@
 //!   records are cached by the units they cover, reused and persisted.
 //! - **Recovery.** Unit recovery (agents): seeds by cosine, `g(j)` over
 //!   links and time neighbours, fit-or-degrade over record ≺ excerpt ≺ raw
-//!   ([`FitOrDegrade`], usable by other substrates). Piece recovery
+//!   ([`submem_kit::fit`], which other substrates use too). Piece recovery
 //!   (readers): every piece ranked by BM25 (or dense, or hybrid), shown after
 //!   the timeline grouped by unit with `[…]` marks.
 //! - **Budget.** `B̄ = 0.95·B`, `A = B̄ − |P| − |W|`; the recent window `W`
@@ -54,8 +55,8 @@
 //!   writes the unit's note again from what remains (new version); merged
 //!   records covering it are dropped. Tombstones stay in the log until
 //!   `manage()` compacts it.
-//! - **BM25** is our exact implementation ([`bm25`]), Lucene's IDF, Lucene's
-//!   classic English stop words.
+//! - **BM25** is our exact implementation ([`submem_kit::bm25`]), Lucene's
+//!   IDF, Lucene's classic English stop words.
 //! - **Relevance order** is the paper's: no unit is ever degraded to make
 //!   room for a less relevant one, but a smaller, less relevant unit may
 //!   still be shown raw after a larger, more relevant one had to become an
@@ -121,11 +122,9 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod bm25;
 mod config;
 mod error;
-pub mod fit;
-pub mod json_repair;
+pub mod factory;
 pub mod log;
 mod mem;
 pub mod pieces;
@@ -138,7 +137,7 @@ pub mod timeline;
 
 pub use config::{FlexaConfig, Ranking, RecoveryMode};
 pub use error::FlexaError;
-pub use fit::{fit_or_degrade, Costs, FitCandidate, FitOrDegrade, FitPiece, FitRender};
+pub use factory::factories;
 pub use mem::{FlexaMem, FlexaStats, FORMAT_VERSION, LOG_FILE, STORE_NAME};
 pub use render::{Rendered, Shares, TokenBreakdown};
 

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::{cosine, l2_normalize, Event, Namespace, Query, Recall, Regime, Services};
+use submem_kit::record::{echoes_prompt, rule_record, Writer, WrittenRecord};
 
 use crate::log::LogFile;
 use crate::record::{
-    echoes_prompt, llm_merge, parse_record_reply, record_request, rule_merge, rule_record, Parsed,
-    UnitKind, Writer, RECORD_INSTRUCTION,
+    llm_merge, parse_record_reply, record_request, rule_merge, Parsed, UnitKind, RECORD_INSTRUCTION,
 };
 use crate::render::{newest_unit_text, render, Ctx, Done, EmbedTarget, Outcome, Rendered};
 use crate::state::{LogRecord, State};
@@ -287,7 +287,7 @@ impl FlexaMem {
     /// call per unit (or the rule writer), one embedding batch, links to the
     /// most similar earlier notes. Returns how many notes were written.
     pub(crate) async fn seal_pending(&self, ns: &Namespace) -> Result<usize, FlexaError> {
-        let todo: Vec<(u64, u32, UnitKind, String, crate::record::WrittenRecord)> = {
+        let todo: Vec<(u64, u32, UnitKind, String, WrittenRecord)> = {
             let s = self.read_state()?;
             let Some(st) = s.ns.get(ns) else { return Ok(0) };
             st.pending()
@@ -360,12 +360,7 @@ impl FlexaMem {
         Ok(n)
     }
 
-    async fn write_record(
-        &self,
-        kind: UnitKind,
-        raw: &str,
-        rule: crate::record::WrittenRecord,
-    ) -> crate::record::WrittenRecord {
+    async fn write_record(&self, kind: UnitKind, raw: &str, rule: WrittenRecord) -> WrittenRecord {
         let Some(llm) = &self.services.llm else {
             self.bump(|s| s.rule_records += 1);
             return rule;

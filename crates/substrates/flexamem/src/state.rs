@@ -14,9 +14,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use submem_core::{Event, Namespace, TokenCounter};
 
-use crate::bm25::Bm25Index;
+use submem_kit::bm25::Bm25Index;
+use submem_kit::record::{Fields, RuleLine, Writer};
+
 use crate::pieces::{cut_event, Piece};
-use crate::record::{Fields, RuleLine, UnitKind, Writer};
+use crate::record::UnitKind;
 
 /// A piece's key: the event's sequence number and the piece's index in it.
 pub type PieceKey = (u64, u32);

@@ -2,13 +2,13 @@
 //! forgetting with tombstones and compaction, persistence as a compacted log.
 
 use async_trait::async_trait;
-use std::collections::HashSet;
 use std::path::Path;
 use submem_core::persist::{begin_persist, check_manifest, write_manifest};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, ReadTrace,
     Recall, Result, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 use tracing::Instrument;
 
 use crate::log::{read_log_strict, write_log};
@@ -20,8 +20,8 @@ use crate::FlexaError;
 impl Substrate for FlexaMem {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
-            method: MethodId::FlexAMem,
-            family: Family::WriteOnceRender,
+            method: MethodId::FLEXA_MEM,
+            family: Family::WRITE_ONCE_RENDER,
             name: "flexamem".into(),
             needs_llm: self.services.llm.is_some(),
             training_free: true,
@@ -34,30 +34,16 @@ impl Substrate for FlexaMem {
             if events.is_empty() {
                 return Ok(WriteReport::default());
             }
-            let mut ids = HashSet::new();
-            for e in events {
-                e.validate()?;
-                if !ids.insert(e.source_id()) {
-                    return Err(Error::InvalidInput(format!(
-                        "source id {:?} appears twice in one write",
-                        e.source_id()
-                    )));
-                }
-            }
+            // Refuse a bad batch before waiting for the gate; check what is
+            // stored once it is held.
+            check_new_sources(events, |_| false)?;
             let _gate = self.gate.lock().await;
             {
                 let s = self.read_state().map_err(|e| e.during("write"))?;
-                if let Some(st) = s.ns.get(namespace) {
-                    if let Some(dup) = events
-                        .iter()
-                        .find(|e| st.by_source.contains_key(e.source_id()))
-                    {
-                        return Err(Error::InvalidInput(format!(
-                            "source id {:?} was already written to {namespace}",
-                            dup.source_id()
-                        )));
-                    }
-                }
+                let existing = s.ns.get(namespace);
+                check_new_sources(events, |id| {
+                    existing.is_some_and(|st| st.by_source.contains_key(id))
+                })?;
             }
             let units = self
                 .store_events(namespace, events)

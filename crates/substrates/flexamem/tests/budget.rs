@@ -5,7 +5,8 @@ mod common;
 use proptest::prelude::*;
 use submem_core::test_utils::{test_services, WhitespaceCounter};
 use submem_core::{Event, Namespace, Query, Resolution, Substrate, TokenCounter};
-use submem_flexamem::{fit_or_degrade, Costs, FlexaConfig, FlexaMem, Ranking, RecoveryMode};
+use submem_flexamem::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
+use submem_kit::fit::{fit_or_degrade, Costs};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

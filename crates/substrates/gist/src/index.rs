@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
+    Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 
 use crate::gist::{clean_gist, gist_request, rule_gist};
 use crate::page::{paginate, Entry, GistWriter, Page};
@@ -350,32 +351,13 @@ impl GistIndex {
     }
 }
 
-fn validate_batch(events: &[Event], stored: Option<&Shelf>) -> Result<()> {
-    let mut seen = HashSet::with_capacity(events.len());
-    for e in events {
-        e.validate()?;
-        let id = e.source_id();
-        if !seen.insert(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} appears twice in one write"
-            )));
-        }
-        if stored.is_some_and(|s| s.ids.contains(id)) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} is already stored in this namespace"
-            )));
-        }
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl Substrate for GistIndex {
     fn info(&self) -> SubstrateInfo {
         let rule = self.rule_mode();
         SubstrateInfo {
             method: MethodId::M3,
-            family: Family::TextRecord,
+            family: Family::TEXT_RECORD,
             name: if rule {
                 "gist-index-rule"
             } else {
@@ -396,7 +378,7 @@ impl Substrate for GistIndex {
         let (newest, mut episodes, mut last_step) = {
             let shelves = self.read_lock("write")?;
             let shelf = shelves.get(namespace);
-            validate_batch(events, shelf)?;
+            check_new_sources(events, |id| shelf.is_some_and(|s| s.ids.contains(id)))?;
             let newest = shelf
                 .and_then(|s| s.pages.last())
                 .map(|p| (p.id, p.entries.clone()));

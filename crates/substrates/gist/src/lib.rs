@@ -61,6 +61,7 @@
 
 mod config;
 mod error;
+pub mod factory;
 mod gist;
 mod index;
 mod page;
@@ -71,5 +72,6 @@ mod text;
 
 pub use config::GistConfig;
 pub use error::GistError;
+pub use factory::factories;
 pub use index::{GistIndex, GistRead, GistStats, Selection};
 pub use page::GistWriter;

@@ -1,31 +1,13 @@
-//! Text helpers: content words, Okapi BM25 over pages (the read fallback),
-//! gist normalisation and token-set Jaccard (the manage dedup), and cutting a
+//! Text helpers: Okapi BM25 over pages (the read fallback; words and
+//! constants are the kit's, as in every lexical match), gist normalisation and token-set Jaccard (the manage dedup), and cutting a
 //! model reply at its first sentence.
 
 use std::collections::{BTreeSet, HashSet};
 
 use crate::page::Page;
 
-/// BM25 term-frequency saturation (as M2: k1 = 1.2).
-pub const K1: f32 = 1.2;
-/// BM25 length normalisation (as M2: b = 0.75).
-pub const B: f32 = 0.75;
-
-/// English stop words removed before BM25 and Jaccard (Lucene's classic set).
-pub const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
-];
-
-/// Lower-cased alphanumeric words of `text` without stop words.
-pub fn content_words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .collect()
-}
+pub use submem_kit::bm25::{B, K1};
+pub use submem_kit::text::content_words;
 
 /// BM25 score of every page against `query` (0 for pages sharing no word),
 /// in page order. Documents are gist + raw text: the gist adds the LLM's

@@ -335,7 +335,7 @@ pub fn rule_extraction(events: &[&Event], relations_per_turn: usize) -> Extracti
 /// separated: the rule writer's relation keywords.
 fn content_keywords(text: &str, n: usize) -> String {
     let mut words: BTreeMap<String, usize> = BTreeMap::new();
-    for w in submem_flexamem::bm25::content_words(text) {
+    for w in submem_kit::text::content_words(text) {
         if w.len() > 3 && !NOT_NAMES.contains(&w.as_str()) {
             let len = w.len();
             words.entry(w).or_insert(len);

@@ -5,7 +5,8 @@
 //! when the answer yields no keyword, rules derive them from the query.
 
 use submem_core::{ChatMessage, ChatRequest};
-use submem_flexamem::json_repair::{parse_lenient_object, string_list};
+use submem_kit::json_repair::{parse_lenient_object, string_list};
+use submem_kit::text::content_words;
 
 use crate::extract::rule_mentions;
 
@@ -73,7 +74,7 @@ pub fn parse_keywords(answer: &str, question: &str) -> Keywords {
 /// words when there are none); the content words together are the one
 /// high-level keyword.
 pub fn rule_keywords(question: &str) -> Keywords {
-    let words: Vec<String> = submem_flexamem::bm25::content_words(question)
+    let words: Vec<String> = content_words(question)
         .into_iter()
         .filter(|w| {
             !matches!(

@@ -71,6 +71,7 @@
 mod config;
 mod error;
 pub mod extract;
+pub mod factory;
 pub mod graph;
 pub mod index;
 mod inspect;
@@ -82,6 +83,7 @@ mod substrate;
 
 pub use config::{Extractor, GraphConfig};
 pub use error::GraphError;
+pub use factory::factories;
 pub use inspect::GraphCounts;
 pub use memory::{GraphMemory, GraphStats};
 pub use substrate::{FORMAT_VERSION, STATE_FILE, STORE_NAME};

@@ -2,7 +2,7 @@
 //! forgetting with description repair, persistence as one JSON document.
 
 use async_trait::async_trait;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use submem_core::persist::{load_states, save_states, NamespaceStates};
@@ -10,6 +10,7 @@ use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 use tracing::Instrument;
 
 use crate::memory::GraphMemory;
@@ -27,7 +28,7 @@ impl Substrate for GraphMemory {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M5,
-            family: Family::Structural,
+            family: Family::STRUCTURAL,
             name: "dual-level-graph".into(),
             needs_llm: self.uses_llm(),
             training_free: true,
@@ -40,27 +41,14 @@ impl Substrate for GraphMemory {
             if events.is_empty() {
                 return Ok(WriteReport::default());
             }
-            let mut ids = HashSet::new();
-            for e in events {
-                e.validate()?;
-                if !ids.insert(e.source_id()) {
-                    return Err(Error::InvalidInput(format!(
-                        "source id {:?} appears twice in one write",
-                        e.source_id()
-                    )));
-                }
-            }
+            // Refuse a bad batch before waiting for the lock; check what is
+            // stored once it is held.
+            check_new_sources(events, |_| false)?;
             let mut state = self.state.lock().await;
-            if let Some(dup) = state.get(namespace).and_then(|st| {
-                events
-                    .iter()
-                    .find(|e| st.events.contains_key(e.source_id()))
-            }) {
-                return Err(Error::InvalidInput(format!(
-                    "source id {:?} was already written to {namespace}",
-                    dup.source_id()
-                )));
-            }
+            let existing = state.get(namespace);
+            check_new_sources(events, |id| {
+                existing.is_some_and(|st| st.events.contains_key(id))
+            })?;
             let counter = self.services.tokens.clone();
             let plan = plan_chunks(events, &*counter, self.config.chunk_tokens);
             // Extract first, then store: a write either lands whole or not at all.

@@ -48,13 +48,15 @@ mod buffer;
 mod config;
 pub mod epicache;
 mod error;
+pub mod factory;
 
 pub use config::FullContextConfig;
 pub use epicache::{EpiCache, EpiCacheConfig, EpiCacheStats, ReaderHead};
 pub use error::KvError;
+pub use factory::factories;
 
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -64,6 +66,7 @@ use submem_core::{
     render_in_time_order, Error, Event, Family, Footprint, Forget, MethodId, Namespace, PackPolicy,
     Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 
 use buffer::Buffer;
 
@@ -133,23 +136,9 @@ impl FullContext {
     }
 }
 
-fn validate_batch(events: &[Event], existing: Option<&Buffer>) -> Result<()> {
-    let mut seen = HashSet::with_capacity(events.len());
-    for e in events {
-        e.validate()?;
-        let id = e.source_id();
-        if !seen.insert(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} appears twice in one write"
-            )));
-        }
-        if existing.is_some_and(|b| b.ids.contains_key(id)) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} is already stored in this namespace"
-            )));
-        }
-    }
-    Ok(())
+/// Whether a source id is already in `existing` (for [`check_new_sources`]).
+fn stored_in(existing: Option<&Buffer>) -> impl Fn(&str) -> bool + '_ {
+    move |id| existing.is_some_and(|b| b.ids.contains_key(id))
 }
 
 #[async_trait]
@@ -157,7 +146,7 @@ impl Substrate for FullContext {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M10,
-            family: Family::Activation,
+            family: Family::ACTIVATION,
             name: "full-context".into(),
             needs_llm: false,
             training_free: true,
@@ -169,7 +158,7 @@ impl Substrate for FullContext {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        validate_batch(events, self.read_lock("write")?.get(namespace))?;
+        check_new_sources(events, stored_in(self.read_lock("write")?.get(namespace)))?;
         let items: Vec<(String, String, u32)> = events
             .iter()
             .map(|e| {
@@ -180,7 +169,7 @@ impl Substrate for FullContext {
             .collect();
         let mut buffers = self.write_lock("write")?;
         // Another task may have written the same ids since validation.
-        validate_batch(events, buffers.get(namespace))?;
+        check_new_sources(events, stored_in(buffers.get(namespace)))?;
         let n = buffers.entry(namespace.clone()).or_default().append(items);
         Ok(WriteReport {
             events: n,

@@ -63,6 +63,7 @@
 pub mod codec;
 mod config;
 mod error;
+pub mod factory;
 pub mod llama;
 pub mod lora;
 mod mem;
@@ -74,6 +75,7 @@ pub mod train;
 pub use codec::{ByteCodec, TextCodec};
 pub use config::{LoraConfig, PromptFormat, TrainConfig, ADAPTER_NOTE};
 pub use error::{LoraError, Result};
+pub use factory::factories;
 pub use lora::Adapter;
 pub use mem::{LoraMemory, LoraStats};
 pub use model::{resolve_local_gguf, AdapterReader, LoraModel};

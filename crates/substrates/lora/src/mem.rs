@@ -24,9 +24,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
+    Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 
 use crate::config::{LoraConfig, ADAPTER_NOTE};
 use crate::error::LoraError;
@@ -224,7 +225,7 @@ impl Substrate for LoraMemory {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M9,
-            family: Family::Parametric,
+            family: Family::PARAMETRIC,
             name: "lora-adapter".into(),
             needs_llm: self.services.llm.is_some(),
             training_free: false,
@@ -233,30 +234,14 @@ impl Substrate for LoraMemory {
 
     #[tracing::instrument(name = "m9.write", skip_all, fields(ns = %namespace, events = events.len()))]
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
-        let mut seen = HashSet::new();
-        for e in events {
-            e.validate()?;
-            if !seen.insert(e.source_id()) {
-                return Err(Error::InvalidInput(format!(
-                    "source id {} appears twice",
-                    e.source_id()
-                )));
-            }
-        }
+        // Checked before the model calls and again under the lock that stores
+        // the result: another task may have written the same ids meanwhile.
         let check = |spaces: &HashMap<Namespace, Space>| -> Result<()> {
-            if let Some(sp) = spaces.get(namespace) {
-                if let Some(dup) = sp
-                    .events
-                    .iter()
-                    .find(|m| seen.contains(m.source_id.as_str()))
-                {
-                    return Err(Error::InvalidInput(format!(
-                        "source id {} is already written",
-                        dup.source_id
-                    )));
-                }
-            }
-            Ok(())
+            let stored: HashSet<&str> = spaces
+                .get(namespace)
+                .map(|sp| sp.events.iter().map(|m| m.source_id.as_str()).collect())
+                .unwrap_or_default();
+            check_new_sources(events, |id| stored.contains(id))
         };
         check(&*self.lock("write")?)?;
         if events.is_empty() {

@@ -4,7 +4,7 @@
 //! pairs from the incoming content". One LLM call per chunk (events cut at
 //! event boundaries, at most `chunk_tokens`) asks for a JSON object
 //! `{"qa": [{"q": …, "a": …}]}`; the reply is read with FlexA-Mem's lenient
-//! JSON reader ([`submem_flexamem::json_repair`]) and, failing that, as
+//! JSON reader ([`submem_kit::json_repair`]) and, failing that, as
 //! `Q: … / A: …` lines. Pairs with an empty side, an answer longer than
 //! [`MAX_ANSWER_WORDS`] words, or an answer none of whose words occurs in the
 //! chunk (small models invent facts) are dropped. An LLM pair is attributed to
@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 use submem_core::{ChatMessage, ChatRequest, Event, Llm};
-use submem_flexamem::json_repair::{parse_lenient_object, value_text};
+use submem_kit::json_repair::{parse_lenient_object, value_text};
 
 /// Longest answer kept, in words.
 pub const MAX_ANSWER_WORDS: usize = 30;

@@ -14,7 +14,7 @@ pub enum RenderMode {
     /// order; what does not fit is left out.
     TopK,
     /// FlexA-Mem's fit-or-degrade renderer
-    /// ([`submem_flexamem::FitOrDegrade`]) over a wider pool of candidates:
+    /// ([`submem_kit::fit::FitOrDegrade`]) over a wider pool of candidates:
     /// each gets raw text, an excerpt or only its note line, the highest that
     /// fits the room left.
     Fit,

@@ -13,8 +13,8 @@
 
 use std::collections::BTreeSet;
 use submem_core::{ChatMessage, ChatRequest};
-use submem_flexamem::json_repair::{parse_lenient_object, string_list, value_text};
-use submem_flexamem::record::{cut_words, echoes_prompt};
+use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
+use submem_kit::record::{cut_words, echoes_prompt};
 
 use crate::store::{Edit, Note};
 use crate::NotesConfig;

@@ -59,6 +59,7 @@
 mod config;
 mod error;
 pub mod evolve;
+pub mod factory;
 mod mem;
 pub mod note;
 pub mod read;
@@ -67,6 +68,7 @@ mod substrate;
 
 pub use config::{NotesConfig, RenderMode};
 pub use error::NotesError;
+pub use factory::factories;
 pub use mem::{EvolvingNotes, NotesStats};
 pub use substrate::{FORMAT_VERSION, STATE_FILE, STORE_NAME};
 

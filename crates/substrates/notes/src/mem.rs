@@ -1,12 +1,11 @@
 //! [`EvolvingNotes`]: the M4 substrate's state and its write, manage, read and
 //! forget paths (the [`submem_core::Substrate`] impl is in `substrate.rs`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use submem_core::{
-    Error, Event, ManageReport, Namespace, Query, Recall, Result, Services, WriteReport,
-};
+use submem_core::{Event, ManageReport, Namespace, Query, Recall, Result, Services, WriteReport};
+use submem_kit::batch::check_new_sources;
 
 use crate::evolve::{edit_for, evolve_request, parse_evolve_reply};
 use crate::note::{write_note, Writer};
@@ -182,16 +181,9 @@ impl EvolvingNotes {
         {
             let spaces = self.read_lock("write")?;
             let existing = spaces.get(namespace);
-            let mut seen = HashSet::with_capacity(events.len());
-            for e in events {
-                e.validate()?;
-                let id = e.source_id();
-                if !seen.insert(id) || existing.is_some_and(|s| s.by_source.contains_key(id)) {
-                    return Err(Error::InvalidInput(format!(
-                        "source id {id:?} is already stored in this namespace or repeated"
-                    )));
-                }
-            }
+            check_new_sources(events, |id| {
+                existing.is_some_and(|s| s.by_source.contains_key(id))
+            })?;
         }
         if events.is_empty() {
             return Ok(WriteReport::default());

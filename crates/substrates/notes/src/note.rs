@@ -1,15 +1,15 @@
 //! Writing one note (A-Mem's note construction): one LLM call per unit asks
 //! for a JSON object with a context description, keywords and tags. Small
 //! models write sloppy JSON, so the reply is read with FlexA-Mem's lenient
-//! reader ([`submem_flexamem::json_repair`]); when the model fails, writes
+//! reader ([`submem_kit::json_repair`]); when the model fails, writes
 //! nothing usable, echoes the prompt, or when no LLM is configured, the
-//! fixed-rule writer ([`submem_flexamem::record::rule_record`]) writes the
+//! fixed-rule writer ([`submem_kit::record::rule_record`]) writes the
 //! note instead. The unit's raw text is kept apart and never rewritten.
 
 use serde::{Deserialize, Serialize};
 use submem_core::{ChatMessage, ChatRequest, Event, Llm};
-use submem_flexamem::json_repair::{parse_lenient_object, string_list, value_text};
-use submem_flexamem::record::{cut_words, echoes_prompt, rule_record, top_keywords, RuleLine};
+use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
+use submem_kit::record::{cut_words, echoes_prompt, rule_record, top_keywords, RuleLine};
 
 use crate::NotesConfig;
 

@@ -15,8 +15,8 @@
 
 use std::collections::HashSet;
 use submem_core::{render_in_time_order, PackPolicy, RankedUnit, Recall, TokenCounter};
-use submem_flexamem::bm25::query_terms;
-use submem_flexamem::{FitCandidate, FitOrDegrade, FitPiece};
+use submem_kit::fit::{FitCandidate, FitOrDegrade, FitPiece};
+use submem_kit::text::{content_words, query_terms};
 
 use crate::store::{Note, Space};
 use crate::{NotesConfig, RenderMode};
@@ -128,7 +128,7 @@ fn fit_candidate(n: &Note, score: f32, terms: &HashSet<String>) -> FitCandidate 
     let pieces = sentences(&n.raw)
         .into_iter()
         .map(|text| {
-            let hits = submem_flexamem::bm25::content_words(&text)
+            let hits = content_words(&text)
                 .into_iter()
                 .collect::<HashSet<_>>()
                 .intersection(terms)

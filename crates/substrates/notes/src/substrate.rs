@@ -45,7 +45,7 @@ impl Substrate for EvolvingNotes {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M4,
-            family: Family::Structural,
+            family: Family::STRUCTURAL,
             name: match self.config.render {
                 RenderMode::TopK => "evolving-notes".into(),
                 RenderMode::Fit => "evolving-notes-fit".into(),

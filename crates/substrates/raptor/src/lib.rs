@@ -72,6 +72,7 @@ pub mod build;
 pub mod cluster;
 mod config;
 mod error;
+pub mod factory;
 pub mod read;
 mod substrate;
 pub mod summarize;
@@ -80,6 +81,7 @@ pub mod tree;
 pub use build::RaptorStats;
 pub use config::{RaptorConfig, SummarizerKind};
 pub use error::RaptorError;
+pub use factory::factories;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

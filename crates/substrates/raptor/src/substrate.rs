@@ -7,45 +7,26 @@
 //! was.
 
 use async_trait::async_trait;
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
+    Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 use tracing::Instrument;
 
 use crate::read::collapsed_tree;
 use crate::tree::{leaf_text, pack_leaves, Node, NsTree};
 use crate::{Raptor, FORMAT_VERSION, STATE_FILE, STORE_NAME};
 
-fn validate_batch(events: &[Event], existing: Option<&NsTree>) -> Result<()> {
-    let mut seen = HashSet::with_capacity(events.len());
-    for e in events {
-        e.validate()?;
-        let id = e.source_id();
-        if !seen.insert(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} appears twice in one write"
-            )));
-        }
-        if existing.is_some_and(|t| t.by_source.contains_key(id)) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} is already stored in this namespace"
-            )));
-        }
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl Substrate for Raptor {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M6,
-            family: Family::Hierarchical,
+            family: Family::HIERARCHICAL,
             name: "raptor-tree".into(),
             needs_llm: self.use_llm,
             training_free: true,
@@ -59,7 +40,10 @@ impl Substrate for Raptor {
                 return Ok(WriteReport::default());
             }
             let mut trees = self.trees.lock().await;
-            validate_batch(events, trees.get(namespace))?;
+            let existing = trees.get(namespace);
+            check_new_sources(events, |id| {
+                existing.is_some_and(|t| t.by_source.contains_key(id))
+            })?;
             let leaves = pack_leaves(events, &*self.services.tokens, self.config.leaf_tokens);
             let texts: Vec<String> = leaves.iter().map(|l| leaf_text(l)).collect();
             let vecs = self

@@ -1,7 +1,7 @@
 //! M7's writer: one LLM call judges a finished trajectory, one distills 1–3
 //! strategies from it (ReasoningBank, Section 3.2: LLM-as-a-judge, then
 //! extraction from successes *and* failures). Replies are read leniently
-//! with FlexA-Mem's JSON repair ([`submem_flexamem::json_repair`]).
+//! with FlexA-Mem's JSON repair ([`submem_kit::json_repair`]).
 //!
 //! Fallbacks: the environment's signal replaces the judge call when the data
 //! has one; a reply that says neither success nor failure leaves the outcome
@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use submem_core::{ChatMessage, ChatRequest, Event, Llm, TokenCounter};
-use submem_flexamem::json_repair::{parse_lenient_object, value_text};
+use submem_kit::json_repair::{parse_lenient_object, value_text};
 
 use crate::journal::{episode_task, trajectory_text, Entry, Signal};
 use crate::StrategyConfig;

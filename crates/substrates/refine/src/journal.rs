@@ -21,7 +21,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use submem_core::{Error, Event, Result, TokenCounter};
+use submem_core::{Event, Result, TokenCounter};
+use submem_kit::batch::check_new_sources;
 
 use crate::EpisodeConfig;
 
@@ -100,22 +101,7 @@ impl Journal {
 
     /// Refuses a batch with empty, repeated or already stored source ids.
     pub fn validate(&self, events: &[Event]) -> Result<()> {
-        let mut seen = HashSet::with_capacity(events.len());
-        for e in events {
-            e.validate()?;
-            let id = e.source_id();
-            if !seen.insert(id) {
-                return Err(Error::InvalidInput(format!(
-                    "source id {id:?} appears twice in one write"
-                )));
-            }
-            if self.ids.contains(id) {
-                return Err(Error::InvalidInput(format!(
-                    "source id {id:?} is already stored in this namespace"
-                )));
-            }
-        }
-        Ok(())
+        check_new_sources(events, |id| self.ids.contains(id))
     }
 
     /// Appends a validated batch; returns the episodes it finished, oldest

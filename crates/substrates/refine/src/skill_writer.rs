@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use submem_core::{ChatMessage, ChatRequest, Event, Llm, TokenCounter};
-use submem_flexamem::json_repair::{parse_lenient_object, string_list, value_text};
+use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
 
 use crate::journal::Entry;
 use crate::SkillConfig;

@@ -256,7 +256,7 @@ impl Substrate for SkillBundles {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M8,
-            family: Family::Refinement,
+            family: Family::REFINEMENT,
             name: "skill-bundles".into(),
             needs_llm: self.services.llm.is_some(),
             training_free: true,

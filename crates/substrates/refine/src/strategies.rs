@@ -264,7 +264,7 @@ impl Substrate for StrategyBank {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M7,
-            family: Family::Refinement,
+            family: Family::REFINEMENT,
             name: "distilled-strategies".into(),
             needs_llm: self.services.llm.is_some(),
             training_free: true,

@@ -45,11 +45,12 @@ use submem_core::{
     ManageReport, MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services,
     Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 
 use crate::error::FlatError;
 use crate::fill::fill_to_allowance;
 use crate::lock;
-use crate::unit::{exists_in, tokens_u32, validate_batch, StoredUnit};
+use crate::unit::{exists_in, tokens_u32, StoredUnit};
 use ns::DenseNs;
 
 /// Method id used in errors and the manifest.
@@ -175,9 +176,9 @@ impl DenseMemory {
         let existing = self.space(namespace, "write")?;
         if let Some(s) = &existing {
             let s = lock::read(s, METHOD, "write")?;
-            validate_batch(events, exists_in(Some(s.ids())))?;
+            check_new_sources(events, exists_in(Some(s.ids())))?;
         } else {
-            validate_batch(events, |_| false)?;
+            check_new_sources(events, |_| false)?;
         }
         let flat = self.check_vectors(vectors, events.len())?;
         self.insert(namespace, events, flat)
@@ -197,7 +198,7 @@ impl DenseMemory {
         let space = self.space_or_create(namespace)?;
         let mut ns = lock::write(&space, METHOD, "write")?;
         // Another task may have written the same ids since validation.
-        validate_batch(events, exists_in(Some(ns.ids())))?;
+        check_new_sources(events, exists_in(Some(ns.ids())))?;
         let first = ns.next_position;
         let units = events
             .iter()
@@ -281,7 +282,7 @@ impl Substrate for DenseMemory {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M1,
-            family: Family::Flat,
+            family: Family::FLAT,
             name: if self.config.depth.is_fill() {
                 "dense-hnsw-fill"
             } else {
@@ -300,9 +301,9 @@ impl Substrate for DenseMemory {
         }
         if let Some(s) = self.space(namespace, "write")? {
             let s = lock::read(&s, METHOD, "write")?;
-            validate_batch(events, exists_in(Some(s.ids())))?;
+            check_new_sources(events, exists_in(Some(s.ids())))?;
         } else {
-            validate_batch(events, |_| false)?;
+            check_new_sources(events, |_| false)?;
         }
         let texts: Vec<String> = events.iter().map(Event::render).collect();
         let mut vectors = Vec::with_capacity(texts.len());

@@ -43,12 +43,13 @@ use submem_core::{
     MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services, Substrate,
     SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 use tantivy::tokenizer::TextAnalyzer;
 
 use crate::error::FlatResult;
 use crate::fill::fill_to_allowance;
 use crate::lock;
-use crate::unit::{exists_in, tokens_u32, validate_batch, StoredUnit};
+use crate::unit::{exists_in, tokens_u32, StoredUnit};
 use analyzer::{build_analyzer, tokens, NsStats};
 use index::{Backing, TantivyIndex};
 
@@ -190,7 +191,7 @@ impl Substrate for SparseMemory {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M2,
-            family: Family::Flat,
+            family: Family::FLAT,
             name: if self.config.depth.is_fill() {
                 "sparse-bm25-fill"
             } else {
@@ -209,7 +210,7 @@ impl Substrate for SparseMemory {
         }
         {
             let state = lock::read(&self.state, METHOD, "write")?;
-            validate_batch(
+            check_new_sources(
                 events,
                 exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
             )?;
@@ -223,7 +224,7 @@ impl Substrate for SparseMemory {
         let mut guard = lock::write(&self.state, METHOD, "write")?;
         let state = &mut *guard;
         // Another task may have written the same ids since validation.
-        validate_batch(
+        check_new_sources(
             events,
             exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
         )?;

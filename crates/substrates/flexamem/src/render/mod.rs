@@ -10,11 +10,12 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use submem_core::{cosine, Query, ReadTrace, Recall, Regime, Resolution, SourceHit, TokenCounter};
+use submem_kit::fit::{fit_or_degrade, pick_pieces, Costs};
+use submem_kit::record::rule_record;
+use submem_kit::text::query_terms;
 
-use crate::bm25::query_terms;
-use crate::fit::{fit_or_degrade, pick_pieces, Costs};
 use crate::rank::rank_pieces;
-use crate::record::{rule_merge, rule_record};
+use crate::record::rule_merge;
 use crate::state::{record_line, MergeKey, NsState, PieceKey, Unit};
 use crate::timeline::{merge_threshold, Entry, Timeline};
 use crate::{FlexaConfig, RecoveryMode};

@@ -2,9 +2,9 @@
 //! shown after the timeline grouped by unit with omission marks.
 
 use super::*;
-use crate::fit::excerpt_runs;
 use crate::pieces::run_text;
 use submem_core::EvidenceTrace;
+use submem_kit::fit::{excerpt_runs, OMISSION};
 
 impl Renderer<'_, '_> {
     pub(super) fn piece_mode(&self, tl_tokens: &[usize], mergeable: &[bool]) -> Outcome {
@@ -185,7 +185,7 @@ impl Renderer<'_, '_> {
             // Adjacent groups would show two omission marks in a row: keep one.
             let mut lines: Vec<&str> = Vec::new();
             for l in block.iter().flat_map(|b| b.split('\n')) {
-                if l == crate::fit::OMISSION && lines.last() == Some(&crate::fit::OMISSION) {
+                if l == OMISSION && lines.last() == Some(&OMISSION) {
                     continue;
                 }
                 lines.push(l);

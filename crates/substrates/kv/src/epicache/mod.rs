@@ -103,6 +103,7 @@ use submem_core::{
     Namespace, PackPolicy, PrefilledLlm, PrefixReuse, Query, RankedUnit, Recall, Resolution,
     Result, Services, SourceHit, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::batch::check_new_sources;
 
 use crate::KvError;
 use store::{Space, StoredTurn};
@@ -357,23 +358,9 @@ impl EpiCache {
     }
 }
 
-fn validate_batch(events: &[Event], existing: Option<&Space>) -> Result<()> {
-    let mut seen = std::collections::HashSet::with_capacity(events.len());
-    for e in events {
-        e.validate()?;
-        let id = e.source_id();
-        if !seen.insert(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} appears twice in one write"
-            )));
-        }
-        if existing.is_some_and(|s| s.ids.contains_key(id)) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} is already stored in this namespace"
-            )));
-        }
-    }
-    Ok(())
+/// Whether a source id is already in `existing` (for [`check_new_sources`]).
+fn stored_in(existing: Option<&Space>) -> impl Fn(&str) -> bool + '_ {
+    move |id| existing.is_some_and(|s| s.ids.contains_key(id))
 }
 
 #[async_trait]
@@ -381,7 +368,7 @@ impl Substrate for EpiCache {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: MethodId::M11,
-            family: Family::Activation,
+            family: Family::ACTIVATION,
             name: "episode-reprefill".into(),
             needs_llm: false,
             training_free: true,
@@ -393,7 +380,7 @@ impl Substrate for EpiCache {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        validate_batch(events, self.read_lock("write")?.get(namespace))?;
+        check_new_sources(events, stored_in(self.read_lock("write")?.get(namespace)))?;
         let contents: Vec<String> = events.iter().map(Event::content).collect();
         let vectors = self.embed(&contents).await?;
         let turns: Vec<StoredTurn> = events
@@ -416,7 +403,7 @@ impl Substrate for EpiCache {
             .collect();
         let mut spaces = self.write_lock("write")?;
         // Another task may have written the same ids since validation.
-        validate_batch(events, spaces.get(namespace))?;
+        check_new_sources(events, stored_in(spaces.get(namespace)))?;
         let n = turns.len();
         spaces.entry(namespace.clone()).or_default().append(turns);
         Ok(WriteReport {

@@ -1,11 +1,13 @@
-//! Fit-or-degrade (Section 3.3, Eq. 4, Algorithm 1 lines 6–17) as a renderer
-//! of its own. [`fit_or_degrade`] is the rule on costs: candidates, most
-//! relevant first, each get the highest resolution whose cost fits the room
-//! left by the candidates before them; nothing later can take room from an
-//! earlier candidate. [`FitOrDegrade::render`] applies it to any ranked list of
-//! units with raw text, a record and scored pieces (M1 hits, A-Mem notes…),
-//! without a timeline: there a record costs its own length and a candidate
-//! whose record does not fit is left out.
+//! Fit-or-degrade (*FlexA-Mem* Section 3.3, Eq. 4, Algorithm 1 lines 6–17)
+//! as a renderer of its own. [`fit_or_degrade`] is the rule on costs:
+//! candidates, most relevant first, each get the highest resolution whose
+//! cost fits the room left by the candidates before them; nothing later can
+//! take room from an earlier candidate. [`FitOrDegrade::render`] applies it
+//! to any ranked list of units with raw text, a record and scored pieces (M1
+//! hits, A-Mem notes…), without a timeline: there a record costs its own
+//! length and a candidate whose record does not fit is left out. FlexA-Mem's
+//! own renderer uses the rule and the excerpt helpers ([`excerpt_runs`],
+//! [`pick_pieces`], [`OMISSION`]) with its timeline.
 
 use submem_core::{Resolution, SourceHit, TokenCounter};
 

@@ -1,43 +1,18 @@
-//! Exact Okapi BM25 over pieces with the paper's settings (k1 = 1.2,
-//! b = 0.75, query as a set of lower-cased content words, stop words and
-//! markup removed on both sides), as a small in-memory inverted index per
-//! namespace so that IDF covers the whole store and the tie-break rules stay
-//! ours. IDF is Lucene's `ln(1 + (N − n + 0.5)/(n + 0.5))`, which is never
-//! negative.
+//! Exact Okapi BM25 with FlexA-Mem's settings (k1 = 1.2, b = 0.75, query as
+//! a set of lower-cased content words, stop words and markup removed on both
+//! sides, see [`crate::text`]), as a small in-memory inverted index over
+//! documents of any key type, so that a substrate can keep one per namespace,
+//! IDF covers its whole store and the tie-break rules stay its own. IDF is
+//! Lucene's `ln(1 + (N − n + 0.5)/(n + 0.5))`, which is never negative.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+
+use crate::text::content_words;
 
 /// BM25 term-frequency saturation.
 pub const K1: f32 = 1.2;
 /// BM25 length normalisation.
 pub const B: f32 = 0.75;
-
-/// English stop words removed before BM25 (Lucene's classic English set,
-/// the set tantivy users commonly pass to `StopWordFilter`).
-pub const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
-];
-
-/// Lower-cased alphanumeric words of `text` without stop words. Markup
-/// (punctuation, brackets, `>` prompts) never forms a word.
-pub fn content_words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .collect()
-}
-
-/// The query as a set of content words (sorted, so scoring is deterministic).
-pub fn query_terms(text: &str) -> Vec<String> {
-    content_words(text)
-        .into_iter()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
 
 /// An inverted index over documents keyed by `K`. Documents get dense
 /// ordinals so that scoring accumulates into a flat array; each document also
@@ -207,15 +182,7 @@ impl<K: Ord + Copy + std::hash::Hash> Bm25Index<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn content_words_drop_stop_words_and_markup() {
-        assert_eq!(
-            content_words("[step 3] > Open THE drawer_1, it is here!"),
-            vec!["step", "3", "open", "drawer", "1", "here"]
-        );
-        assert_eq!(query_terms("the key the KEY drawer"), vec!["drawer", "key"]);
-    }
+    use crate::text::query_terms;
 
     #[test]
     fn bm25_matches_a_hand_computation() {

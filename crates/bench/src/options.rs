@@ -1,0 +1,113 @@
+//! What a run is given: the [`Models`] besides the substrates' own, and the
+//! [`RunOptions`] (budgets, k, output directory, sampling, resumption).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
+use submem_core::{Llm, Services};
+
+use crate::reader::ReaderSettings;
+use crate::{BenchError, Result};
+
+/// The models a run uses besides the substrates' own.
+#[derive(Debug, Clone)]
+pub struct Models {
+    /// Services substrates are built with (unmetered; each instance gets them
+    /// wrapped by its own meter). `llm` is the memory-writing LLM, if any.
+    pub services: Services,
+    /// The shared reader; `None` runs retrieval only (`--reader none`).
+    pub reader: Option<Arc<dyn Llm>>,
+    /// The judge; `None` leaves P4 undefined.
+    pub judge: Option<Arc<dyn Llm>>,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Token budgets to sweep.
+    pub budgets: Vec<usize>,
+    /// Top-k values to sweep.
+    pub ks: Vec<usize>,
+    /// Questions per conversation (first N).
+    pub limit: Option<usize>,
+    /// Conversations (first N).
+    pub conversations: Option<usize>,
+    /// The first N conversations are training episodes written before every
+    /// later one (see the module docs); `None` runs each conversation alone.
+    pub train_episodes: Option<usize>,
+    /// Questions the reader answers in total (first N answerable).
+    pub reader_sample: Option<usize>,
+    /// Substrate × conversation tasks run at once.
+    pub jobs: usize,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Show a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// Stop with [`BenchError::Aborted`] after this many new items (test hook).
+    pub abort_after: Option<usize>,
+    /// Reader settings.
+    pub reader: ReaderSettings,
+    /// Ask substrates that rank for a trace of each item's gold evidence
+    /// ([`submem_core::Substrate::trace`]), for the loss breakdown. It runs
+    /// after the timed read (its query embedding counts in the read phase's
+    /// embedder figures).
+    pub trace: bool,
+    /// Keep each task's memory, as written and managed, under
+    /// `<out>/memories/<substrate>/<conversation>/`: a resumed run (after a
+    /// crash, or extended with more budgets or k) restores it instead of
+    /// paying the writes again.
+    pub keep_memories: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            budgets: vec![4096],
+            ks: vec![10],
+            limit: None,
+            conversations: None,
+            train_episodes: None,
+            reader_sample: None,
+            jobs: 1,
+            out: PathBuf::from("bench-out"),
+            progress: true,
+            abort_after: None,
+            reader: ReaderSettings::default(),
+            trace: false,
+            keep_memories: true,
+        }
+    }
+}
+
+impl RunOptions {
+    /// Rejects options no run can honour.
+    pub fn validate(&self) -> Result<()> {
+        if self.budgets.is_empty() || self.ks.is_empty() {
+            return Err(BenchError::InvalidOption(
+                "give at least one budget and one k".into(),
+            ));
+        }
+        if let Some(b) = self
+            .budgets
+            .iter()
+            .find(|b| !(MIN_BUDGET..=MAX_BUDGET).contains(*b))
+        {
+            return Err(BenchError::InvalidOption(format!(
+                "budget {b} is outside {MIN_BUDGET}..={MAX_BUDGET}"
+            )));
+        }
+        if self.ks.contains(&0) {
+            return Err(BenchError::InvalidOption("k must be at least 1".into()));
+        }
+        if self.train_episodes == Some(0) {
+            return Err(BenchError::InvalidOption(
+                "train_episodes must be at least 1 (omit it to run conversations alone)".into(),
+            ));
+        }
+        if self.jobs == 0 {
+            return Err(BenchError::InvalidOption("jobs must be at least 1".into()));
+        }
+        Ok(())
+    }
+}

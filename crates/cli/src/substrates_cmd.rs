@@ -1,0 +1,73 @@
+//! `submem substrates`: every substrate the registry can build, with its
+//! aliases, family, paper, whether it calls an LLM, and each setting with
+//! its default and a line of doc; `--json` for scripts.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use submem_bench::registry::Registry;
+use submem_core::plugin::SubstrateDescription;
+
+use crate::AnyError;
+
+/// Prints the registry's substrates.
+pub fn run(json: bool, name: Option<&str>) -> Result<ExitCode, AnyError> {
+    let registry = Registry::default();
+    let listed: Vec<SubstrateDescription> = match name {
+        Some(n) => {
+            let f = registry.resolve(n).ok_or_else(|| {
+                format!(
+                    "unknown substrate {n:?}; known substrates: {}",
+                    registry.known().join(", ")
+                )
+            })?;
+            vec![f.describe()]
+        }
+        None => registry.describe(),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+    } else {
+        print!("{}", render(&listed));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human listing: one block per substrate.
+pub fn render(listed: &[SubstrateDescription]) -> String {
+    let mut out = String::new();
+    for d in listed {
+        let aliases = if d.aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", d.aliases.join(", "))
+        };
+        let _ = writeln!(out, "{}{aliases}: {}", d.name, d.summary);
+        let paper = if d.paper.is_empty() { "-" } else { &d.paper };
+        let _ = writeln!(
+            out,
+            "  method {}, family {}, paper: {paper}, LLM: {}",
+            d.method, d.family, d.llm
+        );
+        if d.settings.is_empty() {
+            let _ = writeln!(out, "  no settings");
+        }
+        for s in &d.settings {
+            let default = match &s.default {
+                serde_json::Value::Null => "unset".to_string(),
+                serde_json::Value::String(v) => v.clone(),
+                other => other.to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  {:<20} {:<18} default {:<10} {}",
+                s.key, s.kind, default, s.doc
+            );
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "Settings follow the name after a colon: `submem bench --substrates m2-fill,flexa:rho=0.2,seeds=8`.\n",
+    );
+    out
+}

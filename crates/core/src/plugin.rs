@@ -1,0 +1,834 @@
+//! Plugins: how a substrate names itself, documents its settings and is built
+//! from them, so that any crate (in this workspace or not) can add a
+//! substrate to a registry without editing one.
+//!
+//! A family crate exports one [`SubstrateFactory`] per name it answers to.
+//! The factory carries the descriptive facts (name, aliases, [`MethodId`],
+//! [`Family`], paper, a one-line summary, whether it calls an LLM), a typed
+//! settings value with its defaults, and the function that builds the
+//! substrate. Settings are one serde type per substrate implementing
+//! [`SubstrateSettings`] (`#[serde(deny_unknown_fields)]`, documented fields):
+//! the same type is read from `key=value` strings (the CLI), from JSON (a
+//! server, Python) and listed with each field's default and doc line.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use serde::{Deserialize, Serialize};
+//! use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
+//! use submem_core::{Family, MethodId};
+//!
+//! /// Settings of a toy substrate.
+//! #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Window {
+//!     /// Newest events kept.
+//!     keep: usize,
+//! }
+//! impl SubstrateSettings for Window {
+//!     fn validate(&self) -> submem_core::Result<()> {
+//!         if self.keep == 0 {
+//!             return Err(submem_core::Error::InvalidInput("keep must be at least 1".into()));
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let factory = SubstrateFactory::builder("window", MethodId::from_static("window"), Family::BASELINE)
+//!     .summary("the newest events")
+//!     .llm(LlmUse::Never)
+//!     .settings(Window { keep: 8 })
+//!     .build(|_ctx, _settings: Window| {
+//!         Err(submem_core::Error::InvalidInput("a doc example builds nothing".into()))
+//!     });
+//! let parsed = factory.settings_from_pairs(&[("keep".into(), "3".into())])?;
+//! factory.check(&parsed)?;
+//! assert!(factory.check(&factory.settings_from_pairs(&[("keep".into(), "0".into())])?).is_err());
+//! let err = factory.check(&factory.settings_from_pairs(&[("kept".into(), "1".into())])?).unwrap_err();
+//! assert!(err.to_string().contains("unknown setting `kept`"), "{err}");
+//! assert_eq!(factory.describe().settings[0].default, serde_json::json!(8));
+//! # Ok::<(), submem_core::Error>(())
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{Error, Family, MethodId, Result, Services, Substrate};
+
+/// Settings as a JSON object (`key → value`).
+pub type Settings = Map<String, Value>;
+
+/// Whether a substrate calls an LLM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmUse {
+    /// Never: it works without a memory LLM.
+    Never,
+    /// When one is configured; rule writers stand in without one.
+    Optional,
+    /// Always: building it without a memory LLM fails.
+    Required,
+}
+
+impl fmt::Display for LlmUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LlmUse::Never => "no",
+            LlmUse::Optional => "optional",
+            LlmUse::Required => "yes",
+        })
+    }
+}
+
+/// A substrate's settings type.
+///
+/// Implement it on a serde struct with `#[serde(deny_unknown_fields)]`, a
+/// doc comment on every field (it becomes the setting's documentation) and
+/// `#[derive(schemars::JsonSchema)]`. [`validate`](Self::validate) checks
+/// values serde cannot (ranges, combinations).
+pub trait SubstrateSettings:
+    Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static
+{
+    /// Fails on values the substrate cannot work with.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One setting, for listings (`submem substrates`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingDoc {
+    /// The key, as written after `name:` or in a JSON object.
+    pub key: String,
+    /// Its type: `integer`, `number`, `boolean`, `string`, or the values an
+    /// enumerated setting takes joined by `|`; `?` marks an optional one.
+    pub kind: String,
+    /// The factory's default (`null` for an optional setting left unset).
+    pub default: Value,
+    /// The first line of the field's doc comment.
+    pub doc: String,
+}
+
+/// What a registry lists about a substrate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubstrateDescription {
+    /// The canonical name (`m1-fill`).
+    pub name: String,
+    /// Other names it answers to.
+    pub aliases: Vec<String>,
+    /// Its method id.
+    pub method: MethodId,
+    /// Its family.
+    pub family: Family,
+    /// The paper and method it implements (empty for none).
+    pub paper: String,
+    /// One line on what it is.
+    pub summary: String,
+    /// Whether it calls an LLM.
+    pub llm: LlmUse,
+    /// Its settings with their defaults.
+    pub settings: Vec<SettingDoc>,
+}
+
+/// Builds the members of a composite substrate (a router) by name; a
+/// registry implements it and hands itself to the factories it builds.
+pub trait MemberBuilder: Send + Sync {
+    /// Builds the substrate `spec` names (`m2`, `flexa:rho=0.2`).
+    fn build_member(&self, spec: &str, services: Services) -> Result<Arc<dyn Substrate>>;
+    /// The canonical name and method of a member name, if registered.
+    fn member_method(&self, name: &str) -> Option<(String, MethodId)>;
+    /// Every registered name (canonical names and aliases) with its canonical
+    /// name and method, for name tables such as the router's.
+    fn member_names(&self) -> Vec<(String, String, MethodId)>;
+}
+
+/// What a factory's build function receives besides its settings.
+#[derive(Clone)]
+pub struct BuildContext<'a> {
+    /// The model services, already metered by the caller when it meters.
+    pub services: Services,
+    /// The registry building this substrate, for composites that build
+    /// members by name (`None` outside a registry).
+    pub members: Option<&'a dyn MemberBuilder>,
+}
+
+impl<'a> BuildContext<'a> {
+    /// A context with services only.
+    pub fn new(services: Services) -> Self {
+        BuildContext {
+            services,
+            members: None,
+        }
+    }
+
+    /// The same with a member builder.
+    pub fn with_members(mut self, members: &'a dyn MemberBuilder) -> Self {
+        self.members = Some(members);
+        self
+    }
+}
+
+type CheckFn = dyn Fn(&Settings, Option<&dyn MemberBuilder>) -> Result<()> + Send + Sync;
+type BuildFn = dyn Fn(&BuildContext<'_>, &Settings) -> Result<Arc<dyn Substrate>> + Send + Sync;
+
+/// A named way to build a substrate from settings (see the module docs).
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct SubstrateFactory {
+    info: Arc<Descriptor>,
+    check: Arc<CheckFn>,
+    build: Arc<BuildFn>,
+}
+
+struct Descriptor {
+    name: String,
+    aliases: Vec<String>,
+    method: MethodId,
+    family: Family,
+    paper: String,
+    summary: String,
+    llm: LlmUse,
+    defaults: Settings,
+    settings: Vec<SettingDoc>,
+    schema: Value,
+}
+
+impl fmt::Debug for SubstrateFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubstrateFactory")
+            .field("name", &self.info.name)
+            .field("method", &self.info.method)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts a [`SubstrateFactory`]; see [`SubstrateFactory::builder`].
+#[derive(Debug, Clone)]
+pub struct FactoryBuilder {
+    name: String,
+    aliases: Vec<String>,
+    method: MethodId,
+    family: Family,
+    paper: String,
+    summary: String,
+    llm: LlmUse,
+}
+
+/// A [`FactoryBuilder`] that knows its settings type.
+#[derive(Debug, Clone)]
+pub struct TypedFactoryBuilder<S> {
+    head: FactoryBuilder,
+    defaults: S,
+}
+
+impl SubstrateFactory {
+    /// Starts a factory for the canonical `name` (lower case, as users type
+    /// it) of a substrate implementing `method` in `family`.
+    pub fn builder(name: impl Into<String>, method: MethodId, family: Family) -> FactoryBuilder {
+        FactoryBuilder {
+            name: name.into().to_ascii_lowercase(),
+            aliases: Vec::new(),
+            method,
+            family,
+            paper: String::new(),
+            summary: String::new(),
+            llm: LlmUse::Never,
+        }
+    }
+
+    /// The canonical name.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The other names.
+    pub fn aliases(&self) -> &[String] {
+        &self.info.aliases
+    }
+
+    /// The method id.
+    pub fn method(&self) -> &MethodId {
+        &self.info.method
+    }
+
+    /// The family.
+    pub fn family(&self) -> &Family {
+        &self.info.family
+    }
+
+    /// Whether it calls an LLM.
+    pub fn llm(&self) -> LlmUse {
+        self.info.llm
+    }
+
+    /// Whether `name` (any case) is its name or one of its aliases.
+    pub fn answers_to(&self, name: &str) -> bool {
+        let name = name.trim();
+        self.info.name.eq_ignore_ascii_case(name)
+            || self
+                .info
+                .aliases
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(name))
+    }
+
+    /// Checks the factory's own facts: its name, aliases and ids are valid
+    /// and its defaults pass its settings' validation. Registries call it
+    /// when a factory is added.
+    pub fn validate(&self) -> Result<()> {
+        self.info.method.validate()?;
+        self.info.family.validate()?;
+        for n in std::iter::once(&self.info.name).chain(&self.info.aliases) {
+            let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+            if n.is_empty() || !n.chars().all(ok) {
+                return Err(Error::InvalidInput(format!(
+                    "substrate name {n:?} must be lower-case ASCII letters, digits and '-'"
+                )));
+            }
+        }
+        self.check(&Settings::new())
+    }
+
+    /// Everything a listing shows.
+    pub fn describe(&self) -> SubstrateDescription {
+        let d = &self.info;
+        SubstrateDescription {
+            name: d.name.clone(),
+            aliases: d.aliases.clone(),
+            method: d.method.clone(),
+            family: d.family.clone(),
+            paper: d.paper.clone(),
+            summary: d.summary.clone(),
+            llm: d.llm,
+            settings: d.settings.clone(),
+        }
+    }
+
+    /// The defaults as a JSON object.
+    pub fn defaults(&self) -> &Settings {
+        &self.info.defaults
+    }
+
+    /// Turns `key=value` strings into [`Settings`], reading each value as the
+    /// type its setting has (`3` as an integer, `true` as a boolean, an
+    /// enumerated value in any case). Unknown keys are kept, for
+    /// [`check`](Self::check) to refuse with the list of valid ones.
+    pub fn settings_from_pairs(&self, pairs: &[(String, String)]) -> Result<Settings> {
+        let mut out = Settings::new();
+        for (key, raw) in pairs {
+            let key = key.trim().to_ascii_lowercase();
+            let value = coerce(&self.info.schema, &key, raw.trim());
+            out.insert(key, value);
+        }
+        Ok(out)
+    }
+
+    /// [`settings_from_pairs`](Self::settings_from_pairs) for string slices,
+    /// then [`check`](Self::check): the one-call form for code and tests.
+    pub fn settings_from_strs(&self, pairs: &[(&str, &str)]) -> Result<Settings> {
+        let owned: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let settings = self.settings_from_pairs(&owned)?;
+        self.check(&settings)?;
+        Ok(settings)
+    }
+
+    /// The typed settings `settings` stand for, the factory's defaults filled
+    /// in, validated. `S` must be the factory's settings type.
+    pub fn typed<S: SubstrateSettings>(&self, settings: &Settings) -> Result<S> {
+        let s: S = parse_settings(&self.info.name, &self.info.defaults, settings)?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks `settings` without building anything: unknown keys, wrong
+    /// types and values the settings' validation refuses.
+    pub fn check(&self, settings: &Settings) -> Result<()> {
+        (self.check)(settings, None)
+    }
+
+    /// Checks `settings` as [`check`](Self::check) does, with a member
+    /// builder for composites whose settings name other substrates.
+    pub fn check_with(&self, settings: &Settings, members: &dyn MemberBuilder) -> Result<()> {
+        (self.check)(settings, Some(members))
+    }
+
+    /// Builds one instance.
+    pub fn build(&self, ctx: &BuildContext<'_>, settings: &Settings) -> Result<Arc<dyn Substrate>> {
+        (self.build)(ctx, settings)
+    }
+}
+
+impl FactoryBuilder {
+    /// Other names it answers to.
+    pub fn aliases(mut self, aliases: &[&str]) -> Self {
+        self.aliases = aliases.iter().map(|a| a.to_ascii_lowercase()).collect();
+        self
+    }
+
+    /// The paper and method it implements, e.g. `Harness the Memory, M1`.
+    pub fn paper(mut self, paper: impl Into<String>) -> Self {
+        self.paper = paper.into();
+        self
+    }
+
+    /// One line on what it is.
+    pub fn summary(mut self, summary: impl Into<String>) -> Self {
+        self.summary = summary.into();
+        self
+    }
+
+    /// Whether it calls an LLM (default [`LlmUse::Never`]).
+    pub fn llm(mut self, llm: LlmUse) -> Self {
+        self.llm = llm;
+        self
+    }
+
+    /// Its settings type, with this factory's defaults.
+    pub fn settings<S: SubstrateSettings>(self, defaults: S) -> TypedFactoryBuilder<S> {
+        TypedFactoryBuilder {
+            head: self,
+            defaults,
+        }
+    }
+
+    /// Finishes a factory whose substrate takes no settings.
+    pub fn build_without_settings<F>(self, build: F) -> SubstrateFactory
+    where
+        F: Fn(&BuildContext<'_>) -> Result<Arc<dyn Substrate>> + Send + Sync + 'static,
+    {
+        self.settings(NoSettings {})
+            .build(move |ctx, _: NoSettings| build(ctx))
+    }
+}
+
+/// The settings of a substrate that takes none.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoSettings {}
+
+impl SubstrateSettings for NoSettings {}
+
+impl<S: SubstrateSettings> TypedFactoryBuilder<S> {
+    /// Finishes the factory with the function that builds the substrate from
+    /// checked settings.
+    pub fn build<F>(self, build: F) -> SubstrateFactory
+    where
+        F: Fn(&BuildContext<'_>, S) -> Result<Arc<dyn Substrate>> + Send + Sync + 'static,
+    {
+        self.build_checked(|_, _| Ok(()), build)
+    }
+
+    /// As [`build`](Self::build), with an extra check that may use the
+    /// registry (a composite's member names).
+    pub fn build_checked<C, F>(self, extra_check: C, build: F) -> SubstrateFactory
+    where
+        C: Fn(&S, Option<&dyn MemberBuilder>) -> Result<()> + Send + Sync + 'static,
+        F: Fn(&BuildContext<'_>, S) -> Result<Arc<dyn Substrate>> + Send + Sync + 'static,
+    {
+        let head = self.head;
+        let defaults = match serde_json::to_value(&self.defaults) {
+            Ok(Value::Object(map)) => map,
+            _ => Settings::new(),
+        };
+        let schema = serde_json::to_value(schemars::schema_for!(S)).unwrap_or(Value::Null);
+        let settings = setting_docs(&schema, &defaults);
+        let name = head.name.clone();
+        let parse_defaults = defaults.clone();
+        let parse = move |given: &Settings| -> Result<S> {
+            let s: S = parse_settings(&name, &parse_defaults, given)?;
+            s.validate()
+                .map_err(|e| Error::InvalidInput(format!("settings of {name}: {}", bare(&e))))?;
+            Ok(s)
+        };
+        let parse = Arc::new(parse);
+        let check_parse = Arc::clone(&parse);
+        let check_name = head.name.clone();
+        let extra_check = Arc::new(extra_check);
+        let build_check = Arc::clone(&extra_check);
+        SubstrateFactory {
+            info: Arc::new(Descriptor {
+                name: head.name,
+                aliases: head.aliases,
+                method: head.method,
+                family: head.family,
+                paper: head.paper,
+                summary: head.summary,
+                llm: head.llm,
+                defaults,
+                settings,
+                schema,
+            }),
+            check: Arc::new(move |given, members| {
+                let s = check_parse(given)?;
+                extra_check(&s, members).map_err(|e| {
+                    Error::InvalidInput(format!("settings of {check_name}: {}", bare(&e)))
+                })
+            }),
+            build: Arc::new(move |ctx, given| {
+                let s = parse(given)?;
+                build_check(&s, ctx.members)?;
+                build(ctx, s)
+            }),
+        }
+    }
+}
+
+/// An error's message without the `invalid input: ` prefix.
+fn bare(e: &Error) -> String {
+    match e {
+        Error::InvalidInput(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Overlays `given` on `defaults` and deserialises. A key given under a serde
+/// alias would collide with its canonical key among the defaults; the
+/// default is dropped then.
+fn parse_settings<S: DeserializeOwned>(
+    name: &str,
+    defaults: &Settings,
+    given: &Settings,
+) -> Result<S> {
+    let mut merged = defaults.clone();
+    merged.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for _ in 0..=given.len() {
+        match serde_path_to_error::deserialize::<_, S>(Value::Object(merged.clone())) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                let path = e.path().to_string();
+                let msg = e.into_inner().to_string();
+                let dup = msg
+                    .strip_prefix("duplicate field `")
+                    .and_then(|r| r.split('`').next())
+                    .map(str::to_string);
+                match dup {
+                    Some(field) if !given.contains_key(&field) && merged.contains_key(&field) => {
+                        merged.remove(&field);
+                    }
+                    _ if path == "." || msg.starts_with("unknown field") => {
+                        return Err(settings_error(name, &msg))
+                    }
+                    _ => return Err(settings_error(name, &format!("{path}: {msg}"))),
+                }
+            }
+        }
+    }
+    Err(settings_error(name, "conflicting settings"))
+}
+
+fn settings_error(name: &str, serde_msg: &str) -> Error {
+    let msg = if serde_msg.starts_with("unknown field") {
+        serde_msg
+            .replace("unknown field", "unknown setting")
+            .replace("expected one of", "valid settings are")
+            .replace("there are no fields", "this substrate takes no settings")
+    } else {
+        serde_msg.replace("duplicate field", "setting given twice:")
+    };
+    Error::InvalidInput(format!("settings of {name}: {msg}"))
+}
+
+/// What a property schema allows: JSON type names and enumerated strings.
+fn types_of(root: &Value, prop: &Value, types: &mut Vec<String>, values: &mut Vec<String>) {
+    if let Some(r) = prop.get("$ref").and_then(Value::as_str) {
+        let def = r
+            .strip_prefix("#/$defs/")
+            .and_then(|n| root.get("$defs").and_then(|d| d.get(n)));
+        if let Some(def) = def {
+            types_of(root, def, types, values);
+        }
+    }
+    match prop.get("type") {
+        Some(Value::String(t)) => types.push(t.clone()),
+        Some(Value::Array(ts)) => {
+            types.extend(ts.iter().filter_map(Value::as_str).map(String::from))
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(vs)) = prop.get("enum") {
+        values.extend(vs.iter().filter_map(Value::as_str).map(String::from));
+    }
+    if let Some(c) = prop.get("const").and_then(Value::as_str) {
+        values.push(c.to_string());
+        types.push("string".into());
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(subs)) = prop.get(key) {
+            for sub in subs {
+                types_of(root, sub, types, values);
+            }
+        }
+    }
+}
+
+fn allowed(root: &Value, prop: Option<&Value>) -> (Vec<String>, Vec<String>) {
+    let (mut types, mut values) = (Vec::new(), Vec::new());
+    if let Some(p) = prop {
+        types_of(root, p, &mut types, &mut values);
+    }
+    (types, values)
+}
+
+/// Reads `raw` as the type setting `key` allows in `schema`.
+fn coerce(schema: &Value, key: &str, raw: &str) -> Value {
+    match schema.get("properties").and_then(|p| p.get(key)) {
+        Some(prop) => {
+            let (types, values) = allowed(schema, Some(prop));
+            coerce_to(&types, &values, raw)
+        }
+        // An alias (serde knows it, the schema does not) or an unknown key,
+        // which serde refuses anyway: read it as the scalar it looks like.
+        None => coerce_to(
+            &["boolean".into(), "integer".into(), "number".into()],
+            &[],
+            raw,
+        ),
+    }
+}
+
+fn coerce_to(types: &[String], values: &[String], raw: &str) -> Value {
+    let has = |t: &str| types.iter().any(|x| x == t);
+    if let Some(v) = values.iter().find(|v| v.eq_ignore_ascii_case(raw)) {
+        return Value::String(v.clone());
+    }
+    if has("null") && matches!(raw.to_ascii_lowercase().as_str(), "none" | "null") {
+        return Value::Null;
+    }
+    if has("boolean") {
+        if let Ok(b) = raw.to_ascii_lowercase().parse::<bool>() {
+            return Value::Bool(b);
+        }
+    }
+    if has("integer") {
+        if let Ok(n) = raw.parse::<i64>() {
+            return Value::from(n);
+        }
+        if let Ok(n) = raw.parse::<u64>() {
+            return Value::from(n);
+        }
+    }
+    if has("number") {
+        if let Some(n) = raw
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
+            return Value::Number(n);
+        }
+    }
+    Value::String(raw.to_string())
+}
+
+/// A default as a listing shows it: an `f32` setting's `0.800000011920929`
+/// as `0.8` (six significant digits are more than any setting needs).
+fn shown(v: &Value) -> Value {
+    match v.as_f64() {
+        Some(x) if v.is_f64() && x.is_finite() && x != 0.0 => {
+            let digits = 6 - x.abs().log10().ceil() as i32;
+            let scale = 10f64.powi(digits.clamp(0, 15));
+            serde_json::Number::from_f64((x * scale).round() / scale)
+                .map_or_else(|| v.clone(), Value::Number)
+        }
+        _ => v.clone(),
+    }
+}
+
+fn setting_docs(schema: &Value, defaults: &Settings) -> Vec<SettingDoc> {
+    let Some(Value::Object(props)) = schema.get("properties") else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(key, prop)| {
+            let (types, values) = allowed(schema, Some(prop));
+            let optional = types.iter().any(|t| t == "null");
+            let mut kind = if values.is_empty() {
+                types
+                    .iter()
+                    .find(|t| *t != "null")
+                    .cloned()
+                    .unwrap_or_else(|| "value".into())
+            } else {
+                values.join("|")
+            };
+            if optional {
+                kind.push('?');
+            }
+            let doc = prop
+                .get("description")
+                .and_then(Value::as_str)
+                .and_then(|d| d.lines().next())
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            SettingDoc {
+                key: key.clone(),
+                kind,
+                default: defaults.get(key).map_or(Value::Null, shown),
+                doc,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How a read ranks.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    enum Ranking {
+        /// Lexical.
+        Bm25,
+        /// Dense.
+        Dense,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Toy {
+        /// How many seeds.
+        #[serde(alias = "k")]
+        seeds: usize,
+        /// Share of the budget.
+        rho: f32,
+        /// A discount.
+        lambda: f32,
+        /// Fill the budget.
+        fill: bool,
+        /// Ranking.
+        ranking: Ranking,
+        /// An optional cap.
+        cap: Option<u32>,
+        /// A path.
+        path: String,
+    }
+
+    impl SubstrateSettings for Toy {
+        fn validate(&self) -> Result<()> {
+            if self.rho > 1.0 {
+                return Err(Error::InvalidInput("rho must be at most 1".into()));
+            }
+            Ok(())
+        }
+    }
+
+    fn toy() -> Toy {
+        Toy {
+            seeds: 4,
+            rho: 0.5,
+            lambda: 0.8,
+            fill: false,
+            ranking: Ranking::Bm25,
+            cap: None,
+            path: "p".into(),
+        }
+    }
+
+    fn factory() -> SubstrateFactory {
+        SubstrateFactory::builder("toy", MethodId::from_static("toy"), Family::BASELINE)
+            .aliases(&["Plaything"])
+            .settings(toy())
+            .build(|_, _| Err(Error::InvalidInput("not built".into())))
+    }
+
+    fn parse(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> Result<Toy> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let s = f.settings_from_pairs(&pairs)?;
+        f.check(&s)?;
+        parse_settings("toy", f.defaults(), &s)
+    }
+
+    #[test]
+    fn strings_are_read_as_each_setting_type() {
+        let f = factory();
+        let t = parse(
+            &f,
+            &[
+                ("seeds", "7"),
+                ("rho", "0.25"),
+                ("FILL", "TRUE"),
+                ("ranking", "Dense"),
+                ("cap", "9"),
+                ("path", "123"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            Toy {
+                seeds: 7,
+                rho: 0.25,
+                lambda: 0.8,
+                fill: true,
+                ranking: Ranking::Dense,
+                cap: Some(9),
+                path: "123".into()
+            }
+        );
+        assert_eq!(parse(&f, &[]).unwrap(), toy());
+        assert_eq!(parse(&f, &[("k", "2")]).unwrap().seeds, 2);
+        assert_eq!(parse(&f, &[("cap", "none")]).unwrap().cap, None);
+    }
+
+    #[test]
+    fn bad_settings_say_what_is_valid() {
+        let f = factory();
+        let e = parse(&f, &[("colour", "red")]).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown setting `colour`") && e.contains("`seeds`"),
+            "{e}"
+        );
+        let e = parse(&f, &[("ranking", "fuzzy")]).unwrap_err().to_string();
+        assert!(
+            e.contains("ranking: unknown variant `fuzzy`") && e.contains("bm25"),
+            "{e}"
+        );
+        let e = parse(&f, &[("fill", "maybe")]).unwrap_err().to_string();
+        assert!(e.contains("fill: invalid type"), "{e}");
+        let e = parse(&f, &[("seeds", "-1")]).unwrap_err().to_string();
+        assert!(e.contains("settings of toy"), "{e}");
+        let e = parse(&f, &[("rho", "2")]).unwrap_err().to_string();
+        assert!(e.contains("rho must be at most 1"), "{e}");
+    }
+
+    #[test]
+    fn descriptions_list_defaults_kinds_and_docs() {
+        let f = factory();
+        assert!(f.answers_to("PLAYTHING") && f.answers_to("toy") && !f.answers_to("to"));
+        f.validate().unwrap();
+        let d = f.describe();
+        let by_key = |k: &str| d.settings.iter().find(|s| s.key == k).unwrap().clone();
+        assert_eq!(by_key("seeds").kind, "integer");
+        assert_eq!(by_key("seeds").default, serde_json::json!(4));
+        assert_eq!(by_key("seeds").doc, "How many seeds.");
+        assert_eq!(by_key("ranking").kind, "bm25|dense");
+        assert_eq!(by_key("cap").kind, "integer?");
+        assert_eq!(by_key("fill").kind, "boolean");
+        assert_eq!(by_key("lambda").default, serde_json::json!(0.8));
+        let bad = SubstrateFactory::builder("Bad Name", MethodId::M1, Family::FLAT)
+            .build_without_settings(|_| Err(Error::InvalidInput("x".into())));
+        assert!(bad.validate().is_err());
+        let none = SubstrateFactory::builder("none", MethodId::NO_MEMORY, Family::BASELINE)
+            .build_without_settings(|_| Err(Error::InvalidInput("x".into())));
+        let e = none
+            .check(
+                &none
+                    .settings_from_pairs(&[("k".into(), "1".into())])
+                    .unwrap(),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown setting `k`"), "{e}");
+    }
+}

@@ -1,0 +1,37 @@
+//! # submem-kit: shared plumbing for substrate crates
+//!
+//! Small, model-free helpers that several substrate families need, kept here
+//! so that no family crate depends on another (notes, graph, refine and lora
+//! once reached into `submem-flexamem` for them). Nothing here is a
+//! substrate: each module is a building block a substrate composes.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`json_repair`] | reading the sloppy JSON objects small models write ([`json_repair::parse_lenient_object`], [`json_repair::string_list`], [`json_repair::value_text`]) |
+//! | [`text`] | words for lexical matching: Lucene's classic English stop words, [`text::content_words`], [`text::query_terms`] |
+//! | [`bm25`] | an exact in-memory Okapi BM25 index over documents of any key type ([`bm25::Bm25Index`]) |
+//! | [`record`] | the fixed-rule record writer ([`record::rule_record`]) and checks on LLM-written records ([`record::echoes_prompt`], [`record::cut_words`], [`record::top_keywords`]) |
+//! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
+//! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
+//!
+//! Dependencies stay as light as the contract's: `submem-core`, serde and
+//! serde_json.
+//!
+//! ```
+//! use submem_kit::json_repair::{parse_lenient_object, value_text};
+//! use submem_kit::text::query_terms;
+//!
+//! let reply = "Sure! ```json\n{'record': 'Ben's bike broke', 'tags': ['bike',]}\n```";
+//! let map = parse_lenient_object(reply).ok_or("hopeless")?;
+//! assert_eq!(map.get("record").map(value_text).as_deref(), Some("Ben's bike broke"));
+//! assert_eq!(query_terms("Where is THE bike?"), vec!["bike", "where"]);
+//! # Ok::<(), &str>(())
+//! ```
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod bm25;
+pub mod fit;
+pub mod json_repair;
+pub mod record;
+pub mod text;

@@ -1,0 +1,251 @@
+//! The flat family's plugins: `m1`, `m1-fill`, `m2` and `m2-fill` as
+//! [`SubstrateFactory`] values a registry lists and builds by name.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
+use submem_core::{Error, Family, MethodId, Result};
+
+use crate::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
+
+const PAPER: &str = "Harness the Memory";
+
+/// How deep a flat read goes: the query's top-k, or ranked turns until the
+/// budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DepthSettings {
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    pub fill: bool,
+    /// Most turns a fill read ranks (fill reads only; unset: 2,048).
+    pub candidates: Option<usize>,
+}
+
+impl DepthSettings {
+    fn new(fill: bool) -> Self {
+        DepthSettings {
+            fill,
+            candidates: None,
+        }
+    }
+
+    fn depth(&self) -> Result<ReadDepth> {
+        match (self.fill, self.candidates) {
+            (false, None) => Ok(ReadDepth::TopK),
+            (false, Some(_)) => Err(Error::InvalidInput(
+                "candidates applies to fill reads only (fill=true or a *-fill name)".into(),
+            )),
+            (true, Some(0)) => Err(Error::InvalidInput(
+                "a fill read needs at least one candidate".into(),
+            )),
+            (true, None) => Ok(ReadDepth::fill()),
+            (true, Some(n)) => Ok(ReadDepth::Fill { max_candidates: n }),
+        }
+    }
+}
+
+/// Settings of `m1` / `m1-fill` (see [`DenseConfig`] for the measurements
+/// behind each default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DenseSettings {
+    /// Below this many turns a namespace is searched exactly; at or above, by HNSW.
+    pub exact_threshold: usize,
+    /// HNSW M: neighbours kept per node and layer.
+    pub m: usize,
+    /// HNSW candidate list size while building.
+    pub ef_construction: usize,
+    /// HNSW candidate list size while searching (the recall/latency dial).
+    pub ef_search: usize,
+    /// Texts per embedder call.
+    pub embed_batch: usize,
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    pub fill: bool,
+    /// Most turns a fill read ranks (fill reads only; unset: 2,048).
+    pub candidates: Option<usize>,
+}
+
+impl DenseSettings {
+    /// The defaults, reading top-k or filling.
+    pub fn new(fill: bool) -> Self {
+        let c = DenseConfig::default();
+        DenseSettings {
+            exact_threshold: c.exact_threshold,
+            m: c.max_connections,
+            ef_construction: c.ef_construction,
+            ef_search: c.ef_search,
+            embed_batch: c.embed_batch,
+            fill,
+            candidates: None,
+        }
+    }
+
+    /// The substrate's config.
+    pub fn config(&self) -> Result<DenseConfig> {
+        let depth = DepthSettings {
+            fill: self.fill,
+            candidates: self.candidates,
+        }
+        .depth()?;
+        Ok(DenseConfig::default()
+            .with_exact_threshold(self.exact_threshold)
+            .with_max_connections(self.m)
+            .with_ef_construction(self.ef_construction)
+            .with_ef_search(self.ef_search)
+            .with_embed_batch(self.embed_batch)
+            .with_depth(depth))
+    }
+}
+
+impl SubstrateSettings for DenseSettings {
+    fn validate(&self) -> Result<()> {
+        self.config()?
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+}
+
+/// Settings of `m2` / `m2-fill`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SparseSettings {
+    /// Drop English stop words from the index and the query.
+    pub stopwords: bool,
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    pub fill: bool,
+    /// Most turns a fill read ranks (fill reads only; unset: 2,048).
+    pub candidates: Option<usize>,
+}
+
+impl SparseSettings {
+    /// The defaults, reading top-k or filling.
+    pub fn new(fill: bool) -> Self {
+        let d = DepthSettings::new(fill);
+        SparseSettings {
+            stopwords: SparseConfig::default().remove_stop_words,
+            fill: d.fill,
+            candidates: d.candidates,
+        }
+    }
+
+    /// The substrate's config.
+    pub fn config(&self) -> Result<SparseConfig> {
+        let depth = DepthSettings {
+            fill: self.fill,
+            candidates: self.candidates,
+        }
+        .depth()?;
+        Ok(SparseConfig::default()
+            .with_remove_stop_words(self.stopwords)
+            .with_depth(depth))
+    }
+}
+
+impl SubstrateSettings for SparseSettings {
+    fn validate(&self) -> Result<()> {
+        self.config()?
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+}
+
+/// `m1` (or `m1-fill` when `fill`): MiniLM embeddings searched by HNSW.
+pub fn dense_factory(fill: bool) -> SubstrateFactory {
+    let (name, aliases, summary): (_, &[&str], _) = if fill {
+        (
+            "m1-fill",
+            &["dense-fill"],
+            "dense vectors (MiniLM + HNSW), ranked turns until the budget is spent",
+        )
+    } else {
+        (
+            "m1",
+            &["dense"],
+            "dense vectors (MiniLM + HNSW), top-k turns",
+        )
+    };
+    SubstrateFactory::builder(name, MethodId::M1, Family::FLAT)
+        .aliases(aliases)
+        .paper(format!("{PAPER}, M1"))
+        .summary(summary)
+        .llm(LlmUse::Never)
+        .settings(DenseSettings::new(fill))
+        .build(|ctx, s: DenseSettings| {
+            Ok(Arc::new(DenseMemory::new(
+                ctx.services.clone(),
+                s.config()?,
+            )?))
+        })
+}
+
+/// `m2` (or `m2-fill` when `fill`): BM25 over turns with tantivy.
+pub fn sparse_factory(fill: bool) -> SubstrateFactory {
+    let (name, aliases, summary): (_, &[&str], _) = if fill {
+        (
+            "m2-fill",
+            &["bm25-fill", "sparse-fill"],
+            "BM25 (tantivy), ranked turns until the budget is spent",
+        )
+    } else {
+        ("m2", &["bm25", "sparse"], "BM25 (tantivy), top-k turns")
+    };
+    SubstrateFactory::builder(name, MethodId::M2, Family::FLAT)
+        .aliases(aliases)
+        .paper(format!("{PAPER}, M2"))
+        .summary(summary)
+        .llm(LlmUse::Never)
+        .settings(SparseSettings::new(fill))
+        .build(|ctx, s: SparseSettings| {
+            Ok(Arc::new(SparseMemory::new(
+                ctx.services.clone(),
+                s.config()?,
+            )?))
+        })
+}
+
+/// Every factory of the flat family.
+pub fn factories() -> Vec<SubstrateFactory> {
+    vec![
+        dense_factory(false),
+        dense_factory(true),
+        sparse_factory(false),
+        sparse_factory(true),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use submem_core::plugin::{BuildContext, Settings};
+
+    #[test]
+    fn flat_factories_parse_depth_and_build() {
+        let [m1, m1_fill, m2, m2_fill] = [
+            dense_factory(false),
+            dense_factory(true),
+            sparse_factory(false),
+            sparse_factory(true),
+        ];
+        for f in [&m1, &m1_fill, &m2, &m2_fill] {
+            f.validate().unwrap();
+        }
+        assert!(m1.settings_from_strs(&[("candidates", "300")]).is_err());
+        assert!(m2_fill.settings_from_strs(&[("candidates", "0")]).is_err());
+        assert!(m2.settings_from_strs(&[("fill", "maybe")]).is_err());
+        assert!(m1_fill.settings_from_strs(&[("candidates", "300")]).is_ok());
+        assert!(m1.settings_from_strs(&[("ef_search", "32")]).is_ok());
+        assert!(m2.settings_from_strs(&[("stopwords", "false")]).is_ok());
+        let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
+        let s = m2_fill.build(&ctx, &Settings::new()).unwrap();
+        assert_eq!(s.info().name, "sparse-bm25-fill");
+        let s = m2_fill
+            .build(
+                &ctx,
+                &m2_fill.settings_from_strs(&[("fill", "false")]).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(s.info().name, "sparse-bm25");
+        assert!(m1.answers_to("dense") && m2_fill.answers_to("sparse-fill"));
+    }
+}

@@ -1,0 +1,174 @@
+//! The activation family's plugins: `m10` (aliases `full`, `full-context`)
+//! and `m11` (aliases `epicache`, `episodes`) as [`SubstrateFactory`] values
+//! a registry lists and builds by name.
+//!
+//! M11 prefills its KV caches under the reader's prompt head, which belongs
+//! to whoever reads (a harness), not to a setting: build its factory with
+//! [`epicache_factory`] and that head. [`factories`] uses
+//! [`ReaderHead::default`].
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
+use submem_core::{Error, Family, MethodId, Result};
+
+use crate::{EpiCache, EpiCacheConfig, FullContext, FullContextConfig, ReaderHead};
+
+const PAPER: &str = "Harness the Memory";
+
+/// `m10`: the whole history, newest first until the budget is spent. It
+/// takes no settings.
+pub fn full_context_factory() -> SubstrateFactory {
+    SubstrateFactory::builder("m10", MethodId::M10, Family::ACTIVATION)
+        .aliases(&["full", "full-context"])
+        .paper(format!("{PAPER}, M10"))
+        .summary("full context: the newest history that fits the budget")
+        .llm(LlmUse::Never)
+        .build_without_settings(|ctx| {
+            Ok(Arc::new(FullContext::new(
+                ctx.services.clone(),
+                FullContextConfig::default(),
+            )?))
+        })
+}
+
+/// Settings of `m11` (see [`EpiCacheConfig`] for each default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EpiCacheSettings {
+    /// Episodes per namespace: the k of k-means, capped by the number of segments.
+    pub k: usize,
+    /// Consecutive turns (or steps) per clustering segment.
+    pub segment: usize,
+    /// Share of an episode's tokens kept, in (0, 1].
+    pub keep: f32,
+    /// Prefill one KV cache per episode on manage when the LLM offers prefix caching.
+    pub kv_cache: bool,
+    /// k-means restarts (the best inertia wins).
+    pub runs: usize,
+}
+
+impl Default for EpiCacheSettings {
+    fn default() -> Self {
+        let c = EpiCacheConfig::default();
+        EpiCacheSettings {
+            k: c.episodes,
+            segment: c.segment_turns,
+            keep: c.keep_ratio,
+            kv_cache: c.kv_cache,
+            runs: c.kmeans_runs,
+        }
+    }
+}
+
+impl EpiCacheSettings {
+    /// The substrate's config with caches prefilled under `reader_head` (not
+    /// yet validated).
+    pub fn config(&self, reader_head: ReaderHead) -> EpiCacheConfig {
+        EpiCacheConfig::default()
+            .with_reader_head(reader_head)
+            .with_episodes(self.k)
+            .with_segment_turns(self.segment)
+            .with_keep_ratio(self.keep)
+            .with_kv_cache(self.kv_cache)
+            .with_kmeans_runs(self.runs)
+    }
+}
+
+impl SubstrateSettings for EpiCacheSettings {
+    fn validate(&self) -> Result<()> {
+        self.config(ReaderHead::default())
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+}
+
+/// `m11`: EpiCache's k-means episodes (25 % of each kept); with a local
+/// memory LLM their KV caches are prefilled under `reader_head` and served
+/// as the recall's reader.
+pub fn epicache_factory(reader_head: ReaderHead) -> SubstrateFactory {
+    SubstrateFactory::builder("m11", MethodId::M11, Family::ACTIVATION)
+        .aliases(&["epicache", "episodes"])
+        .paper(format!("{PAPER}, M11"))
+        .summary("episode re-prefill (EpiCache): k-means episodes, the query's nearest shown; KV caches prefilled when the memory LLM is local")
+        .llm(LlmUse::Optional)
+        .settings(EpiCacheSettings::default())
+        .build(move |ctx, s: EpiCacheSettings| {
+            Ok(Arc::new(EpiCache::new(
+                ctx.services.clone(),
+                s.config(reader_head.clone()),
+            )?))
+        })
+}
+
+/// Every factory of the activation family (M11 with [`ReaderHead::default`];
+/// a harness that reads with its own prompt uses [`epicache_factory`]).
+pub fn factories() -> Vec<SubstrateFactory> {
+    vec![
+        full_context_factory(),
+        epicache_factory(ReaderHead::default()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use submem_core::plugin::{BuildContext, Settings};
+
+    fn head() -> ReaderHead {
+        ReaderHead {
+            system: Some("You answer from memory.".into()),
+            memory_intro: "Memory:\n".into(),
+        }
+    }
+
+    #[test]
+    fn m10_takes_no_settings_and_answers_to_full() {
+        let f = full_context_factory();
+        f.validate().unwrap();
+        assert!(f.answers_to("full") && f.answers_to("full-context") && f.answers_to("M10"));
+        assert!(f.settings_from_strs(&[]).is_ok());
+        let e = f.settings_from_strs(&[("x", "1")]).unwrap_err().to_string();
+        assert!(e.contains("takes no settings"), "{e}");
+        let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
+        let s = f.build(&ctx, &Settings::new()).unwrap();
+        assert_eq!(s.info().name, "full-context");
+    }
+
+    #[test]
+    fn m11_parses_its_settings_and_keeps_the_reader_head() {
+        let f = epicache_factory(head());
+        f.validate().unwrap();
+        assert!(f.answers_to("epicache") && f.answers_to("episodes"));
+        assert_eq!(
+            EpiCacheSettings::default().config(ReaderHead::default()),
+            EpiCacheConfig::default()
+        );
+        let s: EpiCacheSettings = f
+            .typed(
+                &f.settings_from_strs(&[("k", "6"), ("keep", "0.5")])
+                    .unwrap(),
+            )
+            .unwrap();
+        let c = s.config(head());
+        assert_eq!((c.episodes, c.keep_ratio), (6, 0.5));
+        assert_eq!(c.reader_head, head());
+        let s: EpiCacheSettings = f
+            .typed(
+                &f.settings_from_strs(&[("segment", "2"), ("kv_cache", "false"), ("runs", "3")])
+                    .unwrap(),
+            )
+            .unwrap();
+        let c = s.config(head());
+        assert_eq!((c.segment_turns, c.kv_cache, c.kmeans_runs), (2, false, 3));
+        assert!(f.settings_from_strs(&[("keep", "2")]).is_err());
+        assert!(f.settings_from_strs(&[("k", "0")]).is_err());
+        assert!(f.settings_from_strs(&[("episodes", "3")]).is_err());
+        let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
+        for f in factories() {
+            let s = f.build(&ctx, &Settings::new()).unwrap();
+            assert_eq!(&s.info().method, f.method());
+        }
+    }
+}

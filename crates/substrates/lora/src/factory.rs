@@ -1,0 +1,296 @@
+//! M9's plugin: `m9` (aliases `lora`, `adapter`) as a [`SubstrateFactory`] a
+//! registry lists and builds by name.
+//!
+//! The adapter trains on the prompt it will be asked with, and that prompt
+//! belongs to whoever reads (a harness), so [`lora_factory`] takes it as a
+//! [`PromptFormat`] ([`factories`] uses [`PromptFormat::default`]).
+//!
+//! M9 trains the local SmolLM2 weights whatever the memory LLM is. Building
+//! it loads them once per process ([`LoraModel::shared`]) from `gguf=<path>`
+//! or where `submem-models` resolves them; when they cannot be found or
+//! loaded the build fails with [`Error::Unavailable`], saying what to do, and
+//! a harness skips M9 with that reason.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
+use submem_core::{Error, Family, MethodId, Result};
+use submem_models::ModelsError;
+
+use crate::{resolve_local_gguf, LoraConfig, LoraError, LoraMemory, LoraModel, PromptFormat};
+
+/// Why M9 needs the weights, said in every error about them.
+const NEEDS_WEIGHTS: &str = "M9 trains the local SmolLM2 weights even with a remote memory LLM";
+/// How to provide them.
+const FIX: &str = "run `submem models fetch`, or set gguf=<path to a llama GGUF>";
+
+/// Settings of `m9` (see [`LoraConfig`] and [`crate::TrainConfig`] for each
+/// default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoraSettings {
+    /// LoRA rank r.
+    pub rank: usize,
+    /// LoRA α; updates are scaled by α / r.
+    pub alpha: f64,
+    /// Passes over the synthesised question-answer pairs.
+    pub epochs: usize,
+    /// Sequences per optimiser step.
+    pub batch: usize,
+    /// AdamW learning rate.
+    pub lr: f64,
+    /// Longest training sequence in model tokens (at least 8).
+    pub max_seq_tokens: usize,
+    /// Most tokens of history per question-answer synthesis call.
+    pub chunk_tokens: usize,
+    /// Question-answer pairs asked for per chunk.
+    pub pairs: usize,
+    /// After a forget, keep answering with the old adapter until the next manage retrains it.
+    pub serve_stale: bool,
+    /// Longest context of the adapted model at read time (at least 64).
+    pub context: usize,
+    /// The base model's GGUF file (unset: the local SmolLM2 that submem-models resolves).
+    pub gguf: Option<PathBuf>,
+}
+
+impl Default for LoraSettings {
+    fn default() -> Self {
+        let c = LoraConfig::default();
+        LoraSettings {
+            rank: c.rank,
+            alpha: c.alpha,
+            epochs: c.train.epochs,
+            batch: c.train.batch_size,
+            lr: c.train.learning_rate,
+            max_seq_tokens: c.train.max_seq_tokens,
+            chunk_tokens: c.chunk_tokens,
+            pairs: c.pairs_per_chunk,
+            serve_stale: c.serve_stale_adapter,
+            context: c.max_context,
+            gguf: None,
+        }
+    }
+}
+
+impl LoraSettings {
+    /// The substrate's config, training and reading with `prompt` (not yet
+    /// validated).
+    pub fn config(&self, prompt: PromptFormat) -> LoraConfig {
+        let mut c = LoraConfig::default()
+            .with_prompt(prompt)
+            .with_rank(self.rank)
+            .with_alpha(self.alpha)
+            .with_epochs(self.epochs)
+            .with_batch_size(self.batch)
+            .with_learning_rate(self.lr)
+            .with_max_seq_tokens(self.max_seq_tokens)
+            .with_chunk_tokens(self.chunk_tokens)
+            .with_pairs_per_chunk(self.pairs)
+            .with_serve_stale_adapter(self.serve_stale);
+        c.max_context = self.context;
+        c
+    }
+}
+
+impl SubstrateSettings for LoraSettings {
+    fn validate(&self) -> Result<()> {
+        self.config(PromptFormat::default())
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+}
+
+/// What M9 cannot do without.
+const WEIGHTS: &str = "the local SmolLM2 weights";
+
+/// The weights are not where they were looked for.
+fn missing(path: PathBuf, tried: &str) -> Error {
+    let tried = if tried.is_empty() {
+        String::new()
+    } else {
+        format!(" ({tried})")
+    };
+    Error::Unavailable {
+        what: WEIGHTS.into(),
+        reason: format!(
+            "not found at {}; {NEEDS_WEIGHTS}; {FIX}{tried}",
+            path.display()
+        ),
+    }
+}
+
+/// `submem-models` could not say where the weights are.
+fn unresolved(e: LoraError) -> Error {
+    match e {
+        LoraError::Models(ModelsError::ModelMissing { path, fix }) => missing(path, &fix),
+        other => Error::Unavailable {
+            what: WEIGHTS.into(),
+            reason: format!("{NEEDS_WEIGHTS}; they could not be located: {other}; {FIX}"),
+        },
+    }
+}
+
+/// The base model of `gguf` (or the resolved local SmolLM2), shared by every
+/// M9 instance of the process.
+fn load_base(gguf: Option<&Path>, max_context: usize) -> Result<LoraModel> {
+    let path = match gguf {
+        Some(p) => p.to_path_buf(),
+        None => resolve_local_gguf().map_err(unresolved)?,
+    };
+    if !path.is_file() {
+        return Err(missing(path, ""));
+    }
+    LoraModel::shared(&path, max_context).map_err(|e| Error::Unavailable {
+        what: WEIGHTS.into(),
+        reason: format!(
+            "{} could not be loaded: {e}; {NEEDS_WEIGHTS}; {FIX}",
+            path.display()
+        ),
+    })
+}
+
+/// `m9`: a LoRA adapter on SmolLM2's attention, trained on question-answer
+/// pairs synthesised from the history, asked with `prompt`.
+pub fn lora_factory(prompt: PromptFormat) -> SubstrateFactory {
+    SubstrateFactory::builder("m9", MethodId::M9, Family::PARAMETRIC)
+        .aliases(&["lora", "adapter"])
+        .paper("Harness the Memory, M9")
+        .summary("LoRA adapter on the local SmolLM2 (needs its weights), trained on synthesised QA pairs; cloze pairs without an LLM")
+        .llm(LlmUse::Optional)
+        .settings(LoraSettings::default())
+        .build(move |ctx, s: LoraSettings| {
+            let config = s.config(prompt);
+            let model = load_base(s.gguf.as_deref(), config.max_context)?;
+            Ok(Arc::new(LoraMemory::new(ctx.services.clone(), config, model)?))
+        })
+}
+
+/// Every factory of M9 (with [`PromptFormat::default`]; a harness that reads
+/// with its own prompt uses [`lora_factory`]).
+pub fn factories() -> Vec<SubstrateFactory> {
+    vec![lora_factory(PromptFormat::default())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use submem_core::plugin::BuildContext;
+    use submem_core::ChatMessage;
+
+    fn typed(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> LoraSettings {
+        let mut merged = f.defaults().clone();
+        merged.extend(f.settings_from_strs(pairs).unwrap());
+        serde_json::from_value(serde_json::Value::Object(merged)).unwrap()
+    }
+
+    fn harness_messages(question: &str) -> Vec<ChatMessage> {
+        vec![ChatMessage::user(format!("Q: {question}"))]
+    }
+
+    const HARNESS: PromptFormat = PromptFormat {
+        name: "harness-reader",
+        messages: harness_messages,
+    };
+
+    #[test]
+    fn settings_parse_and_the_prompt_is_the_one_given() {
+        let f = lora_factory(HARNESS);
+        f.validate().unwrap();
+        assert!(f.answers_to("lora") && f.answers_to("adapter") && f.answers_to("M9"));
+        let s = typed(
+            &f,
+            &[
+                ("rank", "4"),
+                ("alpha", "8"),
+                ("epochs", "2"),
+                ("lr", "0.002"),
+                ("serve_stale", "true"),
+            ],
+        );
+        let c = s.config(HARNESS);
+        assert_eq!(
+            (c.rank, c.train.epochs, c.serve_stale_adapter),
+            (4, 2, true)
+        );
+        assert!((c.alpha - 8.0).abs() < 1e-12 && (c.train.learning_rate - 0.002).abs() < 1e-12);
+        // The adapter trains on the prompt it was given.
+        assert_eq!(c.prompt.name, "harness-reader");
+        assert_eq!((c.prompt.messages)("Where?"), harness_messages("Where?"));
+        let s = typed(
+            &f,
+            &[
+                ("batch", "2"),
+                ("max_seq_tokens", "128"),
+                ("chunk_tokens", "300"),
+                ("pairs", "3"),
+                ("context", "1024"),
+                ("gguf", "/models/smol.gguf"),
+            ],
+        );
+        let c = s.config(HARNESS);
+        assert_eq!(
+            (
+                c.train.batch_size,
+                c.train.max_seq_tokens,
+                c.chunk_tokens,
+                c.pairs_per_chunk,
+                c.max_context
+            ),
+            (2, 128, 300, 3, 1024)
+        );
+        assert_eq!(s.gguf, Some(PathBuf::from("/models/smol.gguf")));
+        let d = LoraSettings::default().config(HARNESS);
+        let base = LoraConfig::default();
+        assert_eq!(
+            (
+                d.rank,
+                d.alpha,
+                d.train.clone(),
+                d.chunk_tokens,
+                d.pairs_per_chunk
+            ),
+            (
+                base.rank,
+                base.alpha,
+                base.train,
+                base.chunk_tokens,
+                base.pairs_per_chunk
+            )
+        );
+        assert_eq!(
+            (d.qa_max_tokens, d.max_context, d.serve_stale_adapter),
+            (
+                base.qa_max_tokens,
+                base.max_context,
+                base.serve_stale_adapter
+            )
+        );
+        assert!(f
+            .settings_from_strs(&[("rank", "4"), ("epochs", "1"), ("serve_stale", "true")])
+            .is_ok());
+        assert!(f.settings_from_strs(&[("depth", "3")]).is_err());
+        assert!(f.settings_from_strs(&[("rank", "0")]).is_err());
+        assert!(f.settings_from_strs(&[("context", "32")]).is_err());
+        assert!(f.settings_from_strs(&[("lr", "0")]).is_err());
+    }
+
+    #[test]
+    fn missing_weights_are_a_clear_unavailable_error() {
+        let f = lora_factory(HARNESS);
+        let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
+        let given = f
+            .settings_from_strs(&[("gguf", "/nonexistent/model.gguf")])
+            .unwrap();
+        let err = f.build(&ctx, &given).unwrap_err();
+        assert!(matches!(err, Error::Unavailable { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("local SmolLM2 weights"), "{msg}");
+        assert!(
+            msg.contains("submem models fetch") && msg.contains("gguf="),
+            "{msg}"
+        );
+        assert!(msg.contains("/nonexistent/model.gguf"), "{msg}");
+    }
+}

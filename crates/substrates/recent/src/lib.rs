@@ -1,0 +1,70 @@
+//! # submem-recent: the recency window, and the template substrate crate
+//!
+//! [`RecentWindow`] (`recent`, alias `window`) is the simplest memory a
+//! reader can have: every event is kept as its rendered text, and a read shows
+//! the **newest** events that fit [`Query::allowance`](submem_core::Query::allowance),
+//! in time order. The question is not used: nothing is retrieved. Setting
+//! `max_events` caps how many of the newest events a read shows (a short-term
+//! window of fixed length, as agent loops keep), so the same budget can be
+//! left partly unused on purpose. It is a baseline (family
+//! [`Family::BASELINE`](submem_core::Family::BASELINE)): it tells how much of
+//! a score the plain recency of the history explains. Unlike M10 (full
+//! context, `submem-kv`), which has no settings, it is the substrate to copy.
+//!
+//! **Write**: each event is validated ([`submem_kit::batch::check_new_sources`]:
+//! no empty or repeated source id, none already stored) and its rendered text
+//! counted once. **Read**: the newest events are taken until the allowance (or
+//! `max_events`) is reached and packed with
+//! [`render_in_time_order`](submem_core::render_in_time_order), stopping at the
+//! first that does not fit so that what is shown is a contiguous, most recent
+//! run. **Persist**: one JSON state file and a manifest written last
+//! ([`submem_core::persist`]), so a torn or foreign directory is refused on
+//! restore and the live state is left as it was.
+//!
+//! ## Copying this crate
+//!
+//! This crate is the template for a new substrate (see `CONTRIBUTING.md` at
+//! the repository root for the whole walk-through). After
+//! `cp -r crates/substrates/recent crates/substrates/<yours>`, rename:
+//!
+//! | here | yours |
+//! |---|---|
+//! | folder `crates/substrates/recent`, package `submem-recent` (`Cargo.toml`) | `crates/substrates/<yours>`, `submem-<yours>` |
+//! | [`RecentWindow`] (`window.rs`) | your substrate type; its `info()` name `recent-window` |
+//! | `METHOD` = `MethodId::from_static("RecentWindow")`, [`Family::BASELINE`](submem_core::Family::BASELINE) | your method id (letters, digits, `-`, `_`) and family ([`Family::new`](submem_core::Family::new) for a new one) |
+//! | `MANIFEST_NAME`, `STATE_FILE` (`window.rs`) | names of your persisted state; bump `FORMAT_VERSION` when its shape changes |
+//! | [`RecentSettings`] and [`factories`] (`factory.rs`): name `recent`, alias `window` | your settings struct and the names users type |
+//! | [`RecentError`] (`error.rs`) | your crate's one error enum |
+//!
+//! then replace the body of `write`/`read` with your own and keep the tests:
+//! `cargo test -p submem-<yours>` runs the unit tests beside the code and the
+//! shared conformance suite (`tests/conformance.rs`).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> submem_core::Result<()> {
+//! use submem_core::test_utils::WhitespaceCounter;
+//! use submem_core::{Event, Namespace, Query, Substrate, Turn};
+//! use submem_recent::{RecentSettings, RecentWindow};
+//! use std::sync::Arc;
+//!
+//! let window = RecentWindow::new(Arc::new(WhitespaceCounter), RecentSettings { max_events: Some(2) })?;
+//! let ns = Namespace::new("alice")?;
+//! let turn = |id: &str, text: &str| Event::Turn(Turn {
+//!     session_id: "s1".into(), session_date: None, speaker: "A".into(),
+//!     text: text.into(), source_id: id.into(),
+//! });
+//! window.write(&ns, &[turn("1", "the oldest"), turn("2", "a middle one"), turn("3", "the newest")]).await?;
+//! let recall = window.read(&Query::question(ns, "anything", 4096)).await?;
+//! assert_eq!(recall.text, "A: a middle one\nA: the newest");
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod error;
+pub mod factory;
+mod window;
+
+pub use error::RecentError;
+pub use factory::{factories, recent_factory, RecentSettings};
+pub use window::{RecentWindow, METHOD};
