@@ -144,6 +144,7 @@ pub fn build_router(ctx: &BuildContext<'_>, s: &RouterSettings) -> Result<Routed
     let registry = ctx
         .members
         .ok_or_else(|| bad("a router is built by a registry that builds its members".into()))?;
+    check_names(s, Some(registry))?;
     let names = route_names(Some(registry));
     let mut members = Vec::new();
     for name in split(&s.members, "members")? {

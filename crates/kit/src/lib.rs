@@ -13,6 +13,7 @@
 //! | [`record`] | the fixed-rule record writer ([`record::rule_record`]) and checks on LLM-written records ([`record::echoes_prompt`], [`record::cut_words`], [`record::top_keywords`]) |
 //! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
 //! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
+//! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
 //!
 //! Dependencies stay as light as the contract's: `submem-core`, serde and
 //! serde_json.
@@ -34,4 +35,5 @@ pub mod bm25;
 pub mod fit;
 pub mod json_repair;
 pub mod record;
+pub mod state;
 pub mod text;

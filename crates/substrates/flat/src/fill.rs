@@ -44,6 +44,23 @@ impl ReadDepth {
         matches!(self, ReadDepth::Fill { .. })
     }
 
+    /// The units a read shows from `ranked` (best first, each with its
+    /// cached token count): in fill mode those that fit `allowance`
+    /// ([`fill_to_allowance`], `separator_tokens` asked for only then),
+    /// otherwise all of them.
+    pub(crate) fn pick(
+        &self,
+        ranked: impl Iterator<Item = (RankedUnit, u32)>,
+        allowance: usize,
+        separator_tokens: impl FnOnce() -> usize,
+    ) -> Vec<RankedUnit> {
+        if self.is_fill() {
+            fill_to_allowance(ranked.collect(), allowance, separator_tokens())
+        } else {
+            ranked.map(|(u, _)| u).collect()
+        }
+    }
+
     /// How many ranked units to ask the index for.
     pub(crate) fn candidates(&self, top_k: usize) -> usize {
         match self {
@@ -109,6 +126,31 @@ mod tests {
             .collect();
         // 5, then 10+1 does not fit, then 3+1 fits (9), then 1+1 does not.
         assert_eq!(ids, vec![1, 3]);
+    }
+
+    #[test]
+    fn pick_fills_only_in_fill_mode_and_asks_for_the_separator_only_then() {
+        let ranked = || vec![(unit(1), 5), (unit(2), 10), (unit(3), 3)].into_iter();
+        let ids = |units: Vec<RankedUnit>| units.iter().map(|u| u.position).collect::<Vec<_>>();
+        let top = ReadDepth::TopK.pick(ranked(), 1, || panic!("not asked in top-k mode"));
+        assert_eq!(ids(top), vec![1, 2, 3]);
+        assert_eq!(ids(ReadDepth::fill().pick(ranked(), 10, || 1)), vec![1, 3]);
+    }
+
+    #[test]
+    fn a_stored_unit_ranks_as_itself_with_its_token_count() {
+        let stored = crate::unit::StoredUnit {
+            source_id: "s1".into(),
+            text: "hello".into(),
+            position: 4,
+            tokens: 2,
+        };
+        let (ranked, tokens) = stored.ranked(7, 0.5);
+        assert_eq!((ranked.position, ranked.score, tokens), (7, 0.5, 2));
+        assert_eq!(
+            (ranked.source_id.as_str(), ranked.text.as_str()),
+            ("s1", "hello")
+        );
     }
 
     #[test]

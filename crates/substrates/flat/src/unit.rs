@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use submem_core::RankedUnit;
 
 /// One stored event: its rendered text and where it sits in its namespace's
 /// history.
@@ -25,6 +26,18 @@ impl StoredUnit {
     /// Approximate heap bytes held by this unit.
     pub fn heap_bytes(&self) -> u64 {
         (self.source_id.capacity() + self.text.capacity() + std::mem::size_of::<Self>()) as u64
+    }
+
+    /// This unit as a read hit at `position` with `score`, paired with its
+    /// cached token count (what [`crate::fill::ReadDepth::pick`] takes).
+    pub fn ranked(&self, position: u64, score: f32) -> (RankedUnit, u32) {
+        let unit = RankedUnit {
+            position,
+            source_id: self.source_id.clone(),
+            text: self.text.clone(),
+            score,
+        };
+        (unit, self.tokens)
     }
 }
 

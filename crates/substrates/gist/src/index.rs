@@ -6,12 +6,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
     Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::state::StateFile;
 
 use crate::gist::{clean_gist, gist_request, rule_gist};
 use crate::page::{paginate, Entry, GistWriter, Page};
@@ -24,6 +24,8 @@ use crate::{GistConfig, GistError};
 const MANIFEST_NAME: &str = "M3 gist-index";
 const FORMAT_VERSION: u32 = 1;
 const STATE_FILE: &str = "gist-index.json";
+/// The store as persisted: manifest name, format version, state file.
+const STATE: StateFile = StateFile::new(MANIFEST_NAME, FORMAT_VERSION, STATE_FILE);
 
 /// How a read chose the pages it expanded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -511,22 +513,14 @@ impl Substrate for GistIndex {
 
     #[tracing::instrument(name = "m3.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let saved = {
-            let shelves = self.read_lock("persist")?;
-            NamespaceStates::new(None, shelves.iter().map(|(k, v)| (k.clone(), v.clone())))
-        };
-        let bytes = save_states(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        STATE.save(dir, None, self.read_lock("persist")?, &self.disk_bytes)
     }
 
     #[tracing::instrument(name = "m3.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        let loaded = load_states::<Shelf>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let bytes = loaded.bytes;
-        let restored = loaded.validated(None, |_, shelf| shelf.rebuild())?;
+        let (restored, bytes) = STATE.load(dir, None, |_, shelf: &mut Shelf| shelf.rebuild())?;
         let _gate = self.gate.lock().await;
-        *self.write_lock("restore")? = restored.into_iter().collect();
+        *self.write_lock("restore")? = restored;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }

@@ -6,11 +6,11 @@
 use async_trait::async_trait;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
     Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::state::StateFile;
 
 use crate::store::Space;
 use crate::{EvolvingNotes, RenderMode};
@@ -21,6 +21,8 @@ pub const STORE_NAME: &str = "M4 evolving-notes";
 pub const FORMAT_VERSION: u32 = 1;
 /// The state file inside a persisted directory.
 pub const STATE_FILE: &str = "notes.json";
+/// The store as persisted: manifest name, format version, state file.
+const STATE: StateFile = StateFile::new(STORE_NAME, FORMAT_VERSION, STATE_FILE);
 
 fn check_space(s: &Space, dim: usize) -> std::result::Result<(), String> {
     if s.by_source.len() != s.notes.len() {
@@ -96,27 +98,20 @@ impl Substrate for EvolvingNotes {
 
     async fn persist(&self, dir: &Path) -> Result<()> {
         let _gate = self.gate.lock().await;
-        let saved = {
-            let spaces = self.read_lock("persist")?;
-            NamespaceStates::new(
-                Some(&*self.services.embedder),
-                spaces.iter().map(|(k, v)| (k.clone(), v.clone())),
-            )
-        };
-        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        let embedder = Some(&*self.services.embedder);
+        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
         let _gate = self.gate.lock().await;
-        let loaded = load_states::<Space>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let (bytes, dim) = (loaded.bytes, self.services.embedder.dimension());
-        let restored =
-            loaded.validated(Some(&*self.services.embedder), |_, s| check_space(s, dim))?;
-        *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        let dim = self.services.embedder.dimension();
+        STATE.restore(
+            dir,
+            Some(&*self.services.embedder),
+            |_, s: &mut Space| check_space(s, dim),
+            || self.write_lock("restore"),
+            &self.disk_bytes,
+        )
     }
 
     async fn forget(&self, target: &Forget) -> Result<usize> {

@@ -9,17 +9,20 @@
 use async_trait::async_trait;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
     Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::state::StateFile;
 use tracing::Instrument;
 
 use crate::read::collapsed_tree;
 use crate::tree::{leaf_text, pack_leaves, Node, NsTree};
 use crate::{Raptor, FORMAT_VERSION, STATE_FILE, STORE_NAME};
+
+/// The store as persisted: manifest name, format version, state file.
+const STATE: StateFile = StateFile::new(STORE_NAME, FORMAT_VERSION, STATE_FILE);
 
 #[async_trait]
 impl Substrate for Raptor {
@@ -165,22 +168,14 @@ impl Substrate for Raptor {
     }
 
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let saved = {
-            let trees = self.trees.lock().await;
-            NamespaceStates::new(
-                Some(&*self.services.embedder),
-                trees.iter().map(|(k, v)| (k.clone(), v.clone())),
-            )
-        };
-        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        let embedder = Some(&*self.services.embedder);
+        STATE.save(dir, embedder, self.trees.lock().await, &self.disk_bytes)
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
-        let loaded = load_states::<NsTree>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let (bytes, dim) = (loaded.bytes, self.services.embedder.dimension());
-        let restored = loaded.validated(Some(&*self.services.embedder), |_, tree| {
+        let dim = self.services.embedder.dimension();
+        let embedder = Some(&*self.services.embedder);
+        let (restored, bytes) = STATE.load(dir, embedder, |_, tree: &mut NsTree| {
             tree.reindex()?;
             match tree
                 .nodes
@@ -191,7 +186,7 @@ impl Substrate for Raptor {
                 None => Ok(()),
             }
         })?;
-        *self.trees.lock().await = restored.into_iter().collect();
+        *self.trees.lock().await = restored;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }

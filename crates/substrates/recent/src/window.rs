@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::plugin::SubstrateSettings as _;
 use submem_core::render::UNIT_SEPARATOR;
 use submem_core::{
@@ -16,6 +15,7 @@ use submem_core::{
     RankedUnit, Recall, Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::state::StateFile;
 
 use crate::{RecentError, RecentSettings};
 
@@ -29,6 +29,8 @@ const MANIFEST_NAME: &str = "RecentWindow recent-window";
 const FORMAT_VERSION: u32 = 1;
 /// The one state file of a persisted window.
 const STATE_FILE: &str = "recent-window.json";
+/// The store as persisted: manifest name, format version, state file.
+const STATE: StateFile = StateFile::new(MANIFEST_NAME, FORMAT_VERSION, STATE_FILE);
 
 /// One stored event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -243,25 +245,20 @@ impl Substrate for RecentWindow {
 
     #[tracing::instrument(name = "recent.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let states = {
-            let windows = self.read_lock();
-            NamespaceStates::new(None, windows.iter().map(|(ns, w)| (ns.clone(), w.clone())))
-        };
-        let bytes = save_states(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE, &states)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        STATE.save(dir, None, self.read_lock(), &self.disk_bytes)
     }
 
     #[tracing::instrument(name = "recent.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         // Everything is read and checked before the live state is replaced,
         // so a refused directory leaves the memory as it was.
-        let loaded = load_states::<Window>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let bytes = loaded.bytes;
-        let restored = loaded.validated(None, |_, w| w.reindex().map_err(|e| e.to_string()))?;
-        *self.write_lock() = restored.into_iter().collect();
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        STATE.restore(
+            dir,
+            None,
+            |_, w: &mut Window| w.reindex().map_err(|e| e.to_string()),
+            || Ok(self.write_lock()),
+            &self.disk_bytes,
+        )
     }
 
     #[tracing::instrument(name = "recent.forget", skip_all, fields(ns = %target.namespace()))]

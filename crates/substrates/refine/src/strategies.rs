@@ -21,11 +21,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     cosine, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::state::StateFile;
 
 use crate::distill::{distill_episode, Distilled};
 use crate::journal::{Entry, Journal};
@@ -38,6 +38,8 @@ pub const STORE_NAME: &str = "M7 distilled-strategies";
 /// Version of the persisted format.
 pub const FORMAT_VERSION: u32 = 1;
 const STATE_FILE: &str = "strategies.json";
+/// The store as persisted: manifest name, format version, state file.
+const STATE: StateFile = StateFile::new(STORE_NAME, FORMAT_VERSION, STATE_FILE);
 
 /// One episode's distillation with its embeddings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -408,28 +410,19 @@ impl Substrate for StrategyBank {
 
     #[tracing::instrument(name = "m7.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let saved = {
-            let spaces = self.read_lock("persist")?;
-            NamespaceStates::new(
-                Some(&*self.services.embedder),
-                spaces.iter().map(|(k, v)| (k.clone(), v.clone())),
-            )
-        };
-        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        let embedder = Some(&*self.services.embedder);
+        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
     }
 
     #[tracing::instrument(name = "m7.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        let loaded = load_states::<Space>(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let bytes = loaded.bytes;
-        let restored = loaded.validated(Some(&*self.services.embedder), |_, space| {
-            space.journal.reindex().and_then(|()| space.check())
-        })?;
-        *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        STATE.restore(
+            dir,
+            Some(&*self.services.embedder),
+            |_, space: &mut Space| space.journal.reindex().and_then(|()| space.check()),
+            || self.write_lock("restore"),
+            &self.disk_bytes,
+        )
     }
 
     #[tracing::instrument(name = "m7.forget", skip_all, fields(ns = %target.namespace()))]

@@ -48,7 +48,6 @@ use submem_core::{
 use submem_kit::batch::check_new_sources;
 
 use crate::error::FlatError;
-use crate::fill::fill_to_allowance;
 use crate::lock;
 use crate::unit::{exists_in, tokens_u32, StoredUnit};
 use ns::DenseNs;
@@ -246,23 +245,11 @@ impl DenseMemory {
                 .into_iter()
                 .map(|(slot, score)| {
                     let u = &ns.units[slot];
-                    let ranked = RankedUnit {
-                        position: u.position,
-                        source_id: u.source_id.clone(),
-                        text: u.text.clone(),
-                        score,
-                    };
-                    (ranked, u.tokens)
+                    u.ranked(u.position, score)
                 });
-            if depth.is_fill() {
-                fill_to_allowance(
-                    ranked.collect(),
-                    query.allowance(),
-                    self.services.tokens.count(UNIT_SEPARATOR),
-                )
-            } else {
-                ranked.map(|(u, _)| u).collect()
-            }
+            depth.pick(ranked, query.allowance(), || {
+                self.services.tokens.count(UNIT_SEPARATOR)
+            })
         };
         Ok(render_in_time_order(
             &ranked,

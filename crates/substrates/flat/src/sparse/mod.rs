@@ -47,7 +47,6 @@ use submem_kit::batch::check_new_sources;
 use tantivy::tokenizer::TextAnalyzer;
 
 use crate::error::FlatResult;
-use crate::fill::fill_to_allowance;
 use crate::lock;
 use crate::unit::{exists_in, tokens_u32, StoredUnit};
 use analyzer::{build_analyzer, tokens, NsStats};
@@ -286,25 +285,11 @@ impl Substrate for SparseMemory {
                 if unit.is_none() {
                     tracing::warn!(position, "index hit has no unit in the side map");
                 }
-                unit.map(|u| {
-                    let ranked = RankedUnit {
-                        position,
-                        source_id: u.source_id.clone(),
-                        text: u.text.clone(),
-                        score,
-                    };
-                    (ranked, u.tokens)
-                })
+                unit.map(|u| u.ranked(position, score))
             });
-            if depth.is_fill() {
-                fill_to_allowance(
-                    ranked.collect(),
-                    query.allowance(),
-                    self.services.tokens.count(UNIT_SEPARATOR),
-                )
-            } else {
-                ranked.map(|(u, _)| u).collect()
-            }
+            depth.pick(ranked, query.allowance(), || {
+                self.services.tokens.count(UNIT_SEPARATOR)
+            })
         };
         Ok(render_in_time_order(
             &ranked,

@@ -97,13 +97,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     cosine, render_in_time_order, Error, Event, Family, Footprint, Forget, ManageReport, MethodId,
     Namespace, PackPolicy, PrefilledLlm, PrefixReuse, Query, RankedUnit, Recall, Resolution,
     Result, Services, SourceHit, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::state::StateFile;
 
 use crate::KvError;
 use store::{Space, StoredTurn};
@@ -112,6 +112,8 @@ const METHOD: &str = "M11";
 const MANIFEST_NAME: &str = "M11 episode-reprefill";
 const FORMAT_VERSION: u32 = 1;
 const STATE_FILE: &str = "episodes.json";
+/// The store as persisted: manifest name, format version, state file.
+const STATE: StateFile = StateFile::new(MANIFEST_NAME, FORMAT_VERSION, STATE_FILE);
 
 /// Counts of what M11 did since it was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -534,28 +536,20 @@ impl Substrate for EpiCache {
 
     #[tracing::instrument(name = "m11.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let saved = {
-            let spaces = self.read_lock("persist")?;
-            NamespaceStates::new(
-                Some(&*self.services.embedder),
-                spaces.iter().map(|(k, v)| (k.clone(), v.clone())),
-            )
-        };
-        let bytes = save_states(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        let embedder = Some(&*self.services.embedder);
+        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
     }
 
     #[tracing::instrument(name = "m11.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        let loaded = load_states::<Space>(dir, MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)?;
-        let (bytes, dim) = (loaded.bytes, self.services.embedder.dimension());
-        let restored = loaded.validated(Some(&*self.services.embedder), |_, space| {
-            space.reindex(dim)
-        })?;
-        *self.write_lock("restore")? = restored.into_iter().collect();
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        let dim = self.services.embedder.dimension();
+        STATE.restore(
+            dir,
+            Some(&*self.services.embedder),
+            |_, space: &mut Space| space.reindex(dim),
+            || self.write_lock("restore"),
+            &self.disk_bytes,
+        )
     }
 
     #[tracing::instrument(name = "m11.forget", skip_all, fields(ns = %target.namespace()))]
