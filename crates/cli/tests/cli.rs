@@ -303,3 +303,54 @@ fn resume_with_other_settings_is_refused() {
     let o = run("42");
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn substrates_lists_every_name_with_its_settings() {
+    let out = submem().args(["substrates", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    for n in ["m1", "m2-fill", "m10", "flexa", "nomem", "recent", "router"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    let m2 = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "m2")
+        .unwrap();
+    assert!(m2["aliases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "bm25"));
+    assert!(m2["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["key"] == "stopwords" && s["default"] == true));
+
+    let text = submem().args(["substrates", "bm25"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.starts_with("m2 (bm25, sparse)") && text.contains("stopwords"),
+        "{text}"
+    );
+
+    let bad = submem().args(["substrates", "m99"]).output().unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert!(
+        err.contains("unknown substrate \"m99\"") && err.contains("m2 (bm25"),
+        "{err}"
+    );
+}

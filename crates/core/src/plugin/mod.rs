@@ -189,14 +189,9 @@ pub struct SubstrateFactory {
     build: Arc<BuildFn>,
 }
 
+/// The builder's facts, with what the settings type told.
 struct Descriptor {
-    name: String,
-    aliases: Vec<String>,
-    method: MethodId,
-    family: Family,
-    paper: String,
-    summary: String,
-    llm: LlmUse,
+    head: FactoryBuilder,
     defaults: Settings,
     settings: Vec<SettingDoc>,
     schema: Value,
@@ -205,8 +200,8 @@ struct Descriptor {
 impl fmt::Debug for SubstrateFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SubstrateFactory")
-            .field("name", &self.info.name)
-            .field("method", &self.info.method)
+            .field("name", &self.info.head.name)
+            .field("method", &self.info.head.method)
             .finish_non_exhaustive()
     }
 }
@@ -247,35 +242,36 @@ impl SubstrateFactory {
 
     /// The canonical name.
     pub fn name(&self) -> &str {
-        &self.info.name
+        &self.info.head.name
     }
 
     /// The other names.
     pub fn aliases(&self) -> &[String] {
-        &self.info.aliases
+        &self.info.head.aliases
     }
 
     /// The method id.
     pub fn method(&self) -> &MethodId {
-        &self.info.method
+        &self.info.head.method
     }
 
     /// The family.
     pub fn family(&self) -> &Family {
-        &self.info.family
+        &self.info.head.family
     }
 
     /// Whether it calls an LLM.
     pub fn llm(&self) -> LlmUse {
-        self.info.llm
+        self.info.head.llm
     }
 
     /// Whether `name` (any case) is its name or one of its aliases.
     pub fn answers_to(&self, name: &str) -> bool {
         let name = name.trim();
-        self.info.name.eq_ignore_ascii_case(name)
+        self.info.head.name.eq_ignore_ascii_case(name)
             || self
                 .info
+                .head
                 .aliases
                 .iter()
                 .any(|a| a.eq_ignore_ascii_case(name))
@@ -285,9 +281,9 @@ impl SubstrateFactory {
     /// and its defaults pass its settings' validation. Registries call it
     /// when a factory is added.
     pub fn validate(&self) -> Result<()> {
-        self.info.method.validate()?;
-        self.info.family.validate()?;
-        for n in std::iter::once(&self.info.name).chain(&self.info.aliases) {
+        self.info.head.method.validate()?;
+        self.info.head.family.validate()?;
+        for n in std::iter::once(&self.info.head.name).chain(&self.info.head.aliases) {
             let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
             if n.is_empty() || !n.chars().all(ok) {
                 return Err(Error::InvalidInput(format!(
@@ -302,13 +298,13 @@ impl SubstrateFactory {
     pub fn describe(&self) -> SubstrateDescription {
         let d = &self.info;
         SubstrateDescription {
-            name: d.name.clone(),
-            aliases: d.aliases.clone(),
-            method: d.method.clone(),
-            family: d.family.clone(),
-            paper: d.paper.clone(),
-            summary: d.summary.clone(),
-            llm: d.llm,
+            name: d.head.name.clone(),
+            aliases: d.head.aliases.clone(),
+            method: d.head.method.clone(),
+            family: d.head.family.clone(),
+            paper: d.head.paper.clone(),
+            summary: d.head.summary.clone(),
+            llm: d.head.llm,
             settings: d.settings.clone(),
         }
     }
@@ -347,7 +343,7 @@ impl SubstrateFactory {
     /// The typed settings `settings` stand for, the factory's defaults filled
     /// in, validated. `S` must be the factory's settings type.
     pub fn typed<S: SubstrateSettings>(&self, settings: &Settings) -> Result<S> {
-        let s: S = parse_settings(&self.info.name, &self.info.defaults, settings)?;
+        let s: S = parse_settings(&self.info.head.name, &self.info.defaults, settings)?;
         s.validate()?;
         Ok(s)
     }
@@ -459,13 +455,7 @@ impl<S: SubstrateSettings> TypedFactoryBuilder<S> {
         let build_check = Arc::clone(&extra_check);
         SubstrateFactory {
             info: Arc::new(Descriptor {
-                name: head.name,
-                aliases: head.aliases,
-                method: head.method,
-                family: head.family,
-                paper: head.paper,
-                summary: head.summary,
-                llm: head.llm,
+                head,
                 defaults,
                 settings,
                 schema,
