@@ -277,9 +277,8 @@ impl Registry {
     pub fn build(&self, spec: &SubstrateSpec, services: Services) -> Result<Arc<dyn Substrate>> {
         let factory = self.factory(spec)?;
         let settings = self.settings(factory, spec)?;
-        factory
-            .check_with(&settings, self)
-            .map_err(|e| bad_setting(spec, e))?;
+        // The factory's build parses and checks the settings itself (an
+        // `InvalidInput` below): checking here first would do it twice.
         if factory.llm() == LlmUse::Required && services.llm.is_none() {
             return Err(BenchError::NeedsLlm {
                 substrate: spec.to_string(),
