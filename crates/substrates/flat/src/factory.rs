@@ -1,4 +1,5 @@
-//! The flat family's plugins: `m1`, `m1-fill`, `m2` and `m2-fill` as
+//! The flat family's plugins: `m1`, `m1-fill`, `m2`, `m2-fill`, `hybrid` and
+//! `hybrid-fill` as
 //! [`SubstrateFactory`] values a registry lists and builds by name.
 
 use std::sync::Arc;
@@ -6,8 +7,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
+use submem_kit::text::StopWords;
 
-use crate::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
+use crate::hybrid::{DEFAULT_POOL, DEFAULT_RRF_K, HYBRID};
+use crate::{
+    DenseConfig, DenseMemory, HybridConfig, HybridMemory, ReadDepth, SparseConfig, SparseMemory,
+};
 
 const PAPER: &str = "Harness the Memory";
 
@@ -110,8 +115,9 @@ impl SubstrateSettings for DenseSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SparseSettings {
-    /// Drop English stop words from the index and the query.
-    pub stopwords: bool,
+    /// Stop words dropped from the index and the query: `english` (a broad
+    /// 179-word list), `lucene` (tantivy's 33 words) or `none`.
+    pub stopwords: StopWords,
     /// Show ranked turns until the budget is spent instead of the top-k.
     pub fill: bool,
     /// Most turns a fill read ranks (fill reads only; unset: 2,048).
@@ -123,7 +129,7 @@ impl SparseSettings {
     pub fn new(fill: bool) -> Self {
         let d = DepthSettings::new(fill);
         SparseSettings {
-            stopwords: SparseConfig::default().remove_stop_words,
+            stopwords: SparseConfig::default().stop_words,
             fill: d.fill,
             candidates: d.candidates,
         }
@@ -137,7 +143,7 @@ impl SparseSettings {
         }
         .depth()?;
         Ok(SparseConfig::default()
-            .with_remove_stop_words(self.stopwords)
+            .with_stop_words(self.stopwords)
             .with_depth(depth))
     }
 }
@@ -204,6 +210,88 @@ pub fn sparse_factory(fill: bool) -> SubstrateFactory {
         })
 }
 
+/// Settings of `hybrid` / `hybrid-fill`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HybridSettings {
+    /// The fusion constant k of 1 / (k + rank).
+    pub rrf_k: f32,
+    /// Turns each ranking contributes to a top-k read.
+    pub pool: usize,
+    /// Stop words of the BM25 side: `english`, `lucene` or `none`.
+    pub stopwords: StopWords,
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    pub fill: bool,
+    /// Most turns a fill read ranks on each side (fill reads only; unset: 2,048).
+    pub candidates: Option<usize>,
+}
+
+impl HybridSettings {
+    /// The defaults, reading top-k or filling.
+    pub fn new(fill: bool) -> Self {
+        HybridSettings {
+            rrf_k: DEFAULT_RRF_K,
+            pool: DEFAULT_POOL,
+            stopwords: SparseConfig::default().stop_words,
+            fill,
+            candidates: None,
+        }
+    }
+
+    /// The substrate's config.
+    pub fn config(&self) -> Result<HybridConfig> {
+        let depth = DepthSettings {
+            fill: self.fill,
+            candidates: self.candidates,
+        }
+        .depth()?;
+        Ok(HybridConfig {
+            sparse: SparseConfig::default().with_stop_words(self.stopwords),
+            rrf_k: self.rrf_k,
+            pool: self.pool,
+            ..HybridConfig::default()
+        }
+        .with_depth(depth))
+    }
+}
+
+impl SubstrateSettings for HybridSettings {
+    fn validate(&self) -> Result<()> {
+        let config = self.config()?;
+        HybridMemory::check(&config)
+    }
+}
+
+/// `hybrid` (or `hybrid-fill` when `fill`): dense and BM25 rankings fused by
+/// reciprocal rank.
+pub fn hybrid_factory(fill: bool) -> SubstrateFactory {
+    let (name, aliases, summary): (_, &[&str], _) = if fill {
+        (
+            "hybrid-fill",
+            &["rrf-fill"],
+            "dense + BM25 fused by reciprocal rank, ranked turns until the budget is spent",
+        )
+    } else {
+        (
+            "hybrid",
+            &["rrf"],
+            "dense + BM25 fused by reciprocal rank, top-k turns",
+        )
+    };
+    SubstrateFactory::builder(name, HYBRID, Family::FLAT)
+        .aliases(aliases)
+        .paper("reciprocal-rank fusion (Cormack et al., SIGIR 2009) of M1 and M2")
+        .summary(summary)
+        .llm(LlmUse::Never)
+        .settings(HybridSettings::new(fill))
+        .build(|ctx, s: HybridSettings| {
+            Ok(Arc::new(HybridMemory::new(
+                ctx.services.clone(),
+                s.config()?,
+            )?))
+        })
+}
+
 /// Every factory of the flat family.
 pub fn factories() -> Vec<SubstrateFactory> {
     vec![
@@ -211,6 +299,8 @@ pub fn factories() -> Vec<SubstrateFactory> {
         dense_factory(true),
         sparse_factory(false),
         sparse_factory(true),
+        hybrid_factory(false),
+        hybrid_factory(true),
     ]
 }
 
@@ -235,7 +325,7 @@ mod tests {
         assert!(m2.settings_from_strs(&[("fill", "maybe")]).is_err());
         assert!(m1_fill.settings_from_strs(&[("candidates", "300")]).is_ok());
         assert!(m1.settings_from_strs(&[("ef_search", "32")]).is_ok());
-        assert!(m2.settings_from_strs(&[("stopwords", "false")]).is_ok());
+        assert!(m2.settings_from_strs(&[("stopwords", "Lucene")]).is_ok());
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         let s = m2_fill.build(&ctx, &Settings::new()).unwrap();
         assert_eq!(s.info().name, "sparse-bm25-fill");
@@ -247,5 +337,12 @@ mod tests {
             .unwrap();
         assert_eq!(s.info().name, "sparse-bm25");
         assert!(m1.answers_to("dense") && m2_fill.answers_to("sparse-fill"));
+        let hybrid_fill = hybrid_factory(true);
+        hybrid_fill.validate().unwrap();
+        assert!(hybrid_fill.settings_from_strs(&[("rrf_k", "-3")]).is_err());
+        assert!(hybrid_fill.settings_from_strs(&[("pool", "0")]).is_err());
+        assert!(hybrid_fill.answers_to("rrf-fill"));
+        let s = hybrid_fill.build(&ctx, &Settings::new()).unwrap();
+        assert_eq!(s.info().name, "hybrid-rrf-fill");
     }
 }

@@ -12,8 +12,10 @@
 //!   [`DenseConfig::exact_threshold`] live units on, an HNSW graph
 //!   (hnsw_rs 0.3.5) serves them. See [`dense`].
 //! - [`SparseMemory`] (**M2**, sparse BM25): a tantivy 0.27 index with
-//!   `k1 = 1.2`, `b = 0.75`, lower-casing and English stop words, with
+//!   `k1 = 1.2`, `b = 0.75`, lower-casing and a broad English stop list, with
 //!   per-namespace BM25 statistics. See [`sparse`].
+//! - [`HybridMemory`] (`hybrid`, not in the paper): both of the above over
+//!   the same turns, their rankings fused by reciprocal rank. See [`hybrid`].
 //!
 //! Both render their top-k in time order (or, with [`ReadDepth::fill`], as
 //! many ranked units as the budget holds: see [`fill`]) under the query's allowance with
@@ -79,6 +81,7 @@ pub mod dense;
 mod error;
 pub mod factory;
 pub mod fill;
+pub mod hybrid;
 mod lock;
 pub mod sparse;
 mod unit;
@@ -87,4 +90,5 @@ pub use dense::{DenseConfig, DenseMemory};
 pub use error::FlatError;
 pub use factory::factories;
 pub use fill::ReadDepth;
+pub use hybrid::{HybridConfig, HybridMemory};
 pub use sparse::{SparseConfig, SparseMemory};

@@ -296,6 +296,41 @@ async fn restored_index_is_mmapped_then_moves_to_ram_on_change() {
 }
 
 #[tokio::test]
+async fn a_store_built_with_other_stop_words_is_reindexed_on_restore() {
+    use submem_kit::text::StopWords;
+    let with = |list| {
+        SparseMemory::new(
+            test_services(None),
+            SparseConfig::default().with_stop_words(list),
+        )
+        .unwrap()
+    };
+    let lucene = with(StopWords::Lucene);
+    lucene
+        .write(
+            &ns("a"),
+            &[said("q1", "when did you go"), said("q2", "hiking trip")],
+        )
+        .await
+        .unwrap();
+    // Lucene's list keeps "when", "did", "you": they match q1.
+    assert_eq!(ids(&lucene, "a", "when did you hike").await, vec!["q1"]);
+    let dir = tempfile::tempdir().unwrap();
+    lucene.persist(dir.path()).await.unwrap();
+
+    let english = with(StopWords::English);
+    english.restore(dir.path()).await.unwrap();
+    assert!(ids(&english, "a", "when did you go").await == vec!["q1"]);
+    assert!(ids(&english, "a", "when did you").await.is_empty());
+    assert_eq!(ids(&english, "a", "hiking").await, vec!["q2"]);
+    // Written back, the store records its list and restores as it was.
+    english.persist(dir.path()).await.unwrap();
+    let again = with(StopWords::English);
+    again.restore(dir.path()).await.unwrap();
+    assert!(ids(&again, "a", "when did you").await.is_empty());
+}
+
+#[tokio::test]
 async fn torn_and_foreign_stores_are_refused_and_state_is_kept() {
     let m = m2();
     m.write(&ns("a"), &corpus()).await.unwrap();

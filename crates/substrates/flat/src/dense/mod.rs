@@ -223,6 +223,28 @@ impl DenseMemory {
     /// [`Query::retrieval_text`]. Same rules as [`Substrate::read`].
     pub fn read_with_vector(&self, query: &Query, vector: &[f32]) -> Result<Recall> {
         query.validate()?;
+        let depth = self.config.depth;
+        let ranked =
+            self.rank_with_vector(&query.namespace, vector, depth.candidates(query.top_k))?;
+        let ranked = depth.pick(ranked.into_iter(), query.allowance(), || {
+            self.services.tokens.count(UNIT_SEPARATOR)
+        });
+        Ok(render_in_time_order(
+            &ranked,
+            &*self.services.tokens,
+            query.allowance(),
+            PackPolicy::SkipUnfit,
+        ))
+    }
+
+    /// The namespace's `n` live units nearest to `vector` (best first), each
+    /// with its cached token count: the ranking a read packs.
+    pub(crate) fn rank_with_vector(
+        &self,
+        namespace: &Namespace,
+        vector: &[f32],
+        n: usize,
+    ) -> Result<Vec<(RankedUnit, u32)>> {
         if vector.len() != self.dim {
             return Err(FlatError::Dimension {
                 expected: self.dim,
@@ -234,29 +256,26 @@ impl DenseMemory {
         if !vector::normalise(&mut q) {
             return Err(FlatError::NonFinite.into_core(METHOD, "read"));
         }
-        let Some(space) = self.space(&query.namespace, "read")? else {
-            return Ok(Recall::empty());
+        let Some(space) = self.space(namespace, "read")? else {
+            return Ok(Vec::new());
         };
-        let depth = self.config.depth;
-        let ranked: Vec<RankedUnit> = {
-            let ns = lock::read(&space, METHOD, "read")?;
-            let ranked = ns
-                .search(&q, depth.candidates(query.top_k), &self.config)
-                .into_iter()
-                .map(|(slot, score)| {
-                    let u = &ns.units[slot];
-                    u.ranked(u.position, score)
-                });
-            depth.pick(ranked, query.allowance(), || {
-                self.services.tokens.count(UNIT_SEPARATOR)
+        let ns = lock::read(&space, METHOD, "read")?;
+        Ok(ns
+            .search(&q, n, &self.config)
+            .into_iter()
+            .map(|(slot, score)| {
+                let u = &ns.units[slot];
+                u.ranked(u.position, score)
             })
-        };
-        Ok(render_in_time_order(
-            &ranked,
-            &*self.services.tokens,
-            query.allowance(),
-            PackPolicy::SkipUnfit,
-        ))
+            .collect())
+    }
+
+    /// Live units in `namespace`.
+    pub(crate) fn live(&self, namespace: &Namespace) -> Result<usize> {
+        Ok(match self.space(namespace, "read")? {
+            Some(s) => lock::read(&s, METHOD, "read")?.live(),
+            None => 0,
+        })
     }
 
     fn embedder_name(&self) -> String {
@@ -304,11 +323,7 @@ impl Substrate for DenseMemory {
     #[tracing::instrument(name = "m1.read", skip_all, fields(ns = %query.namespace, k = query.top_k))]
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
-        let live = match self.space(&query.namespace, "read")? {
-            Some(s) => lock::read(&s, METHOD, "read")?.live(),
-            None => 0,
-        };
-        if live == 0 {
+        if self.live(&query.namespace)? == 0 {
             return Ok(Recall::empty());
         }
         let text = query.retrieval_text();

@@ -1,5 +1,5 @@
 //! The text analyzer of M2 (simple tokenizer → long-token removal → lower
-//! case → English stop words) and the per-namespace BM25 statistics kept
+//! case → the configured stop words) and the per-namespace BM25 statistics kept
 //! beside the index.
 //!
 //! tantivy computes BM25's IDF and average length over the whole index; one
@@ -11,10 +11,11 @@
 //! [`Bm25StatisticsProvider`].
 
 use std::collections::HashMap;
+use submem_kit::text::StopWords;
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Field;
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer,
+    LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer,
 };
 use tantivy::Term;
 
@@ -28,12 +29,13 @@ pub(crate) fn build_analyzer(cfg: &SparseConfig) -> TextAnalyzer {
     let base = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(cfg.max_token_bytes))
         .filter(LowerCaser);
-    match (
-        cfg.remove_stop_words,
-        StopWordFilter::new(Language::English),
-    ) {
-        (true, Some(stop)) => base.filter(stop).build(),
-        _ => base.build(),
+    match cfg.stop_words {
+        StopWords::None => base.build(),
+        list => base
+            .filter(StopWordFilter::remove(
+                list.words().iter().map(|w| (*w).to_string()),
+            ))
+            .build(),
     }
 }
 
@@ -142,7 +144,17 @@ mod tests {
             tokens(&mut a, "The Cat AND the hat: \"quoted\" (x) naïve"),
             vec!["cat", "hat", "quoted", "x", "naïve"]
         );
-        let mut keep = build_analyzer(&SparseConfig::default().with_remove_stop_words(false));
+        assert_eq!(
+            tokens(&mut a, "When did you say I didn't go?"),
+            vec!["say", "go"]
+        );
+        let mut lucene =
+            build_analyzer(&SparseConfig::default().with_stop_words(StopWords::Lucene));
+        assert_eq!(
+            tokens(&mut lucene, "When did the cat"),
+            vec!["when", "did", "cat"]
+        );
+        let mut keep = build_analyzer(&SparseConfig::default().with_stop_words(StopWords::None));
         assert_eq!(tokens(&mut keep, "The cat"), vec!["the", "cat"]);
         let long = "a".repeat(41);
         assert!(tokens(&mut a, &long).is_empty());

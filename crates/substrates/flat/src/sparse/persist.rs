@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_core::{Error, Namespace, Result};
+use submem_kit::text::StopWords;
 
 use super::config::SparseConfig;
 use super::index::{Backing, TantivyIndex};
@@ -25,6 +26,14 @@ const INDEX_TMP_DIR: &str = "index.tmp";
 #[derive(Serialize, Deserialize)]
 struct State {
     namespaces: Vec<NsState>,
+    /// The stop words the index was built with; stores written before the
+    /// setting existed used Lucene's list.
+    #[serde(default = "lucene")]
+    stop_words: StopWords,
+}
+
+fn lucene() -> StopWords {
+    StopWords::Lucene
 }
 
 #[derive(Serialize, Deserialize)]
@@ -83,7 +92,13 @@ pub(crate) fn save(
         })
         .collect();
     namespaces.sort_by(|a, b| a.namespace.cmp(&b.namespace));
-    write_json(&dir.join(STATE_FILE), &State { namespaces })?;
+    write_json(
+        &dir.join(STATE_FILE),
+        &State {
+            namespaces,
+            stop_words: cfg.stop_words,
+        },
+    )?;
     write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
     Ok(dir_bytes(dir))
 }
@@ -92,6 +107,8 @@ pub(crate) fn save(
 pub(crate) type Saved = Vec<(Namespace, u64, Vec<StoredUnit>)>;
 
 /// Opens what [`save`] wrote: the index mmapped read-only, and the side map.
+/// An index built with other stop words than `cfg`'s is rebuilt in RAM from
+/// the side map, so its terms match what reads search for.
 pub(crate) fn load(dir: &Path, cfg: &SparseConfig) -> Result<(TantivyIndex, Saved, u64)> {
     check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
     let state: State = read_json(&dir.join(STATE_FILE))?;
@@ -114,6 +131,25 @@ pub(crate) fn load(dir: &Path, cfg: &SparseConfig) -> Result<(TantivyIndex, Save
             ),
         ));
     }
+    let index = if state.stop_words == cfg.stop_words {
+        index
+    } else {
+        tracing::info!(
+            saved = ?state.stop_words,
+            now = ?cfg.stop_words,
+            "the stored index used other stop words: re-indexing it in RAM"
+        );
+        let mut ram =
+            TantivyIndex::new_ram(cfg).map_err(|e| e.into_core(super::METHOD, "restore"))?;
+        ram.add(
+            state
+                .namespaces
+                .iter()
+                .flat_map(|n| n.units.iter().map(move |u| (n.namespace.as_str(), u))),
+        )
+        .map_err(|e| e.into_core(super::METHOD, "restore"))?;
+        ram
+    };
     let saved = state
         .namespaces
         .into_iter()
