@@ -1,0 +1,142 @@
+//! The axum application: routes, the authentication and metrics layers, the
+//! body limit, and the fallbacks that keep every answer JSON.
+//!
+//! [`ROUTES`] lists every route once; the router is built from the same
+//! handlers, and a test checks that the OpenAPI document
+//! ([`crate::openapi`]) describes exactly these.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::api;
+use crate::auth::KeyTable;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The namespaces.
+    pub store: Store,
+    /// The configured keys.
+    pub keys: KeyTable,
+    /// Request counters.
+    pub metrics: Metrics,
+    /// When the server started.
+    pub started: Instant,
+}
+
+/// Every HTTP route as `(method, path)`, in OpenAPI's path syntax.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("get", "/healthz"),
+    ("get", "/metrics"),
+    ("get", "/v1/openapi.json"),
+    ("get", "/v1/namespaces"),
+    ("post", "/v1/namespaces"),
+    ("get", "/v1/namespaces/{ns}"),
+    ("delete", "/v1/namespaces/{ns}"),
+    ("post", "/v1/namespaces/{ns}/events"),
+    ("post", "/v1/namespaces/{ns}/read"),
+    ("post", "/v1/namespaces/{ns}/forget"),
+    ("post", "/v1/namespaces/{ns}/manage"),
+    ("get", "/v1/namespaces/{ns}/footprint"),
+    ("get", "/v1/namespaces/{ns}/meter"),
+    ("get", "/v1/jobs/{id}"),
+];
+
+/// The HTTP application (without `/mcp`, which [`crate::serve`] nests in).
+pub fn router(state: Arc<AppState>) -> Router {
+    let limit = state.store.config.limits.max_body_bytes;
+    let v1 = Router::new()
+        .route("/v1/namespaces", get(api::list).post(api::create))
+        .route("/v1/namespaces/{ns}", get(api::get).delete(api::delete))
+        .route("/v1/namespaces/{ns}/events", post(api::write))
+        .route("/v1/namespaces/{ns}/read", post(api::read))
+        .route("/v1/namespaces/{ns}/forget", post(api::forget))
+        .route("/v1/namespaces/{ns}/manage", post(api::manage))
+        .route("/v1/namespaces/{ns}/footprint", get(api::footprint))
+        .route("/v1/namespaces/{ns}/meter", get(api::meter))
+        .route("/v1/jobs/{id}", get(api::job))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
+        .merge(v1)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Resolves the bearer key into a [`crate::auth::Caller`] extension.
+pub async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match state.keys.authenticate(req.headers()) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn count(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().as_str().to_string();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .record(&method, &route, resp.status().as_u16(), start.elapsed());
+    resp
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_s": state.started.elapsed().as_secs(),
+    }))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        state.metrics.render(&state.store),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Json<serde_json::Value> {
+    Json(crate::openapi::document())
+}
+
+async fn not_found(req: Request) -> Response {
+    let body = serde_json::json!({"error": {"code": "not_found",
+        "message": format!("no route {} {}; see /v1/openapi.json", req.method(), req.uri().path())}});
+    (StatusCode::NOT_FOUND, Json(body)).into_response()
+}
+
+async fn method_not_allowed(req: Request) -> Response {
+    let body = serde_json::json!({"error": {"code": "method_not_allowed",
+        "message": format!("{} is not allowed on {}; see /v1/openapi.json", req.method(), req.uri().path())}});
+    (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response()
+}

@@ -1,0 +1,183 @@
+//! `submem serve`: memory substrates as a service, over a versioned HTTP API
+//! (`/v1`, described at `/v1/openapi.json`) and MCP (streamable HTTP at
+//! `/mcp`, stdio with `submem mcp`).
+//!
+//! One process serves many namespaces; each is bound to a substrate chosen
+//! by name and settings from the registry (`m2`, `m1-fill:k=10`, `flexa`,
+//! `router:...`) and built with the services the caller injects (the CLI
+//! passes the embedded models, loaded on first use, or the OpenAI-compatible
+//! ones of its configuration).
+//!
+//! - **Durability** ([`log`], [`snapshot`], [`namespace`]): every write and
+//!   forget is appended to the namespace's event log and fsynced before it is
+//!   acknowledged; the substrate is snapshotted now and then; a restart
+//!   restores the newest whole snapshot and replays the log after it.
+//! - **Tenancy** ([`auth`]): bearer keys, stored as SHA-256 hashes, scoped to
+//!   namespace prefixes; outside its scope a namespace is `404` for a key.
+//!   Without keys the server binds only to loopback addresses.
+//! - **Limits**: body size, batch size, text size and budgets are checked
+//!   before any work, with JSON errors ([`error`]); substrates that call an
+//!   LLM write in background jobs ([`jobs`]).
+//!
+//! ```no_run
+//! # async fn run(services: submem_core::Services) -> Result<(), submem_server::ServerError> {
+//! use std::sync::Arc;
+//! use submem_bench::registry::Registry;
+//! use submem_server::{config::ServerConfig, Server};
+//! let server = Server::open("data".as_ref(), Arc::new(Registry::default()), services, ServerConfig::new()).await?;
+//! server.serve("127.0.0.1:8080".parse().unwrap(), std::future::pending()).await
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod jobs;
+pub mod log;
+pub mod mcp;
+pub mod metrics;
+pub mod namespace;
+pub mod openapi;
+pub mod snapshot;
+pub mod store;
+
+pub use error::{Result, ServerError};
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::ServiceExt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use submem_bench::registry::Registry;
+use submem_core::Services;
+
+use crate::app::AppState;
+use crate::auth::KeyTable;
+use crate::config::ServerConfig;
+use crate::mcp::MemoryTools;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+/// A server over one data directory.
+#[derive(Debug, Clone)]
+pub struct Server {
+    state: Arc<AppState>,
+}
+
+impl Server {
+    /// Opens (or creates) `data_dir`, restoring every namespace in it.
+    pub async fn open(
+        data_dir: &Path,
+        registry: Arc<Registry>,
+        services: Services,
+        config: ServerConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        let keys = KeyTable::new(&config);
+        let store = Store::open(data_dir, registry, services, config).await?;
+        Ok(Server {
+            state: Arc::new(AppState {
+                store,
+                keys,
+                metrics: Metrics::default(),
+                started: Instant::now(),
+            }),
+        })
+    }
+
+    /// The shared state (for in-process use and tests).
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// The HTTP application with `/mcp` nested in.
+    pub fn router(&self, addr: SocketAddr) -> axum::Router {
+        let state = self.state.clone();
+        let mut mcp_config = StreamableHttpServerConfig::default()
+            .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(self.state.store.config.limits.max_body_bytes);
+        if !addr.ip().is_loopback() {
+            // Authenticated by bearer key; the Host check guards only
+            // unauthenticated loopback servers against DNS rebinding.
+            mcp_config = mcp_config.disable_allowed_hosts();
+        }
+        let tools_state = state.clone();
+        let mcp: StreamableHttpService<MemoryTools, LocalSessionManager> =
+            StreamableHttpService::new(
+                move || Ok(MemoryTools::new(tools_state.clone(), false)),
+                Default::default(),
+                mcp_config,
+            );
+        let mcp = axum::Router::new().nest_service("/mcp", mcp).layer(
+            axum::middleware::from_fn_with_state(state.clone(), app::authenticate),
+        );
+        app::router(state).merge(mcp)
+    }
+
+    /// Serves HTTP on `addr` until `shutdown` completes, then snapshots every
+    /// namespace. Without API keys only a loopback address is accepted.
+    pub async fn serve(
+        self,
+        addr: SocketAddr,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        check_bind(addr, self.state.keys.enabled())?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServerError::Config(format!("cannot bind {addr}: {e}")))?;
+        self.serve_listener(listener, shutdown).await
+    }
+
+    /// Serves on a bound listener (its address is checked like [`Server::serve`]'s).
+    pub async fn serve_listener(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| ServerError::Config(format!("listener has no address: {e}")))?;
+        check_bind(addr, self.state.keys.enabled())?;
+        tracing::info!(%addr, keys = self.state.keys.enabled(), "serving");
+        axum::serve(listener, self.router(addr))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|e| ServerError::Config(format!("server failed: {e}")))?;
+        self.state.store.snapshot_all().await;
+        Ok(())
+    }
+
+    /// Serves MCP over stdin/stdout until the client closes it, then
+    /// snapshots every namespace.
+    pub async fn serve_mcp_stdio(self) -> Result<()> {
+        let tools = MemoryTools::new(self.state.clone(), true);
+        let running = tools
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| ServerError::Config(format!("MCP initialisation failed: {e}")))?;
+        if let Err(e) = running.waiting().await {
+            tracing::warn!(error = %e, "MCP session ended with an error");
+        }
+        self.state.store.snapshot_all().await;
+        Ok(())
+    }
+}
+
+/// Refuses a non-loopback address when no API key is configured.
+pub fn check_bind(addr: SocketAddr, keys: bool) -> Result<()> {
+    if !keys && !addr.ip().is_loopback() {
+        return Err(ServerError::Config(format!(
+            "refusing to serve {addr} without API keys: anyone who can reach it could read every \
+             namespace. Bind to 127.0.0.1 or configure [[server.keys]]"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! The append-only event log of a namespace: the source of truth its
+//! substrate is rebuilt from.
+//!
+//! [`EventLog`] is deliberately small (append durably, replay from an offset,
+//! say where the end is) so that another store (PostgreSQL for several server
+//! nodes) can stand behind it; offsets are opaque, increasing positions.
+//!
+//! [`FileLog`] frames each record as `length (u32 LE) | CRC-32 (u32 LE) |
+//! JSON payload` and calls `fsync` (`sync_data`) before an append returns, so
+//! an acknowledged record survives a crash of the process or the machine. A
+//! crash mid-append leaves a torn last frame; opening the log detects it (short
+//! frame, impossible length or checksum mismatch), truncates the file to the
+//! last whole record and says so in the logs. A failed append truncates its
+//! own partial frame at once, so later records never follow a torn one.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use submem_core::Event;
+
+use crate::{Result, ServerError};
+
+/// Largest record the log accepts (a frame claiming more is torn or foreign).
+pub const MAX_RECORD_BYTES: u32 = 256 << 20;
+
+const HEADER: usize = 8;
+
+/// One change to a namespace's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum LogRecord {
+    /// A batch of events, oldest first.
+    Write {
+        /// The events.
+        events: Vec<Event>,
+    },
+    /// Source ids forgotten.
+    Forget {
+        /// The ids.
+        source_ids: Vec<String>,
+    },
+}
+
+/// A durable, append-only sequence of [`LogRecord`]s.
+#[async_trait]
+pub trait EventLog: std::fmt::Debug + Send + Sync {
+    /// Appends `record` and returns once it is durable, with the offset just
+    /// after it.
+    async fn append(&self, record: &LogRecord) -> Result<u64>;
+    /// Every record after offset `from` (0: all), each with the offset just
+    /// after it.
+    async fn replay(&self, from: u64) -> Result<Vec<(u64, LogRecord)>>;
+    /// The offset after the last record.
+    fn end(&self) -> u64;
+}
+
+/// An [`EventLog`] in one file.
+#[derive(Debug, Clone)]
+pub struct FileLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    file: Mutex<File>,
+    end: AtomicU64,
+}
+
+impl FileLog {
+    /// Opens (or creates) the log at `path`, truncating a torn tail.
+    pub fn open(path: &Path) -> Result<Self> {
+        let existed = path.exists();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| ServerError::io(path, e))?;
+        if !existed {
+            if let Some(parent) = path.parent() {
+                sync_dir(parent)?;
+            }
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| ServerError::io(path, e))?;
+        let (records, good) = scan(&bytes, 0);
+        if (good as usize) < bytes.len() {
+            tracing::warn!(
+                log = %path.display(),
+                records = records.len(),
+                dropped_bytes = bytes.len() - good as usize,
+                "event log has a torn tail (a crash mid-append); truncating it to the last whole record"
+            );
+            file.set_len(good).map_err(|e| ServerError::io(path, e))?;
+            file.sync_all().map_err(|e| ServerError::io(path, e))?;
+        }
+        Ok(FileLog {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                file: Mutex::new(file),
+                end: AtomicU64::new(good),
+            }),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+}
+
+/// Whole records of `bytes` from `start`, and the offset after the last one.
+fn scan(bytes: &[u8], start: u64) -> (Vec<(u64, LogRecord)>, u64) {
+    let mut out = Vec::new();
+    let mut at = start as usize;
+    while bytes.len() >= at + HEADER {
+        let len = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        let crc = u32::from_le_bytes([bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]]);
+        if len == 0 || len > MAX_RECORD_BYTES {
+            break;
+        }
+        let body_end = at + HEADER + len as usize;
+        if bytes.len() < body_end {
+            break;
+        }
+        let body = &bytes[at + HEADER..body_end];
+        if crc32fast::hash(body) != crc {
+            break;
+        }
+        match serde_json::from_slice::<LogRecord>(body) {
+            Ok(r) => out.push((body_end as u64, r)),
+            Err(_) => break,
+        }
+        at = body_end;
+    }
+    (out, at as u64)
+}
+
+fn frame(record: &LogRecord) -> Result<Vec<u8>> {
+    let body = serde_json::to_vec(record).map_err(|e| ServerError::BadRequest(e.to_string()))?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|l| *l <= MAX_RECORD_BYTES)
+        .ok_or_else(|| ServerError::TooLarge(format!("log record of {} bytes", body.len())))?;
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// `fsync` of a directory, so that a created or renamed entry is durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| ServerError::io(dir, e))
+}
+
+impl Inner {
+    fn append_blocking(&self, bytes: &[u8]) -> Result<u64> {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let before = self.end.load(Ordering::SeqCst);
+        let written = file.write_all(bytes).and_then(|_| file.sync_data());
+        if let Err(e) = written {
+            // Never leave a partial frame for later records to follow.
+            let _ = file.set_len(before);
+            return Err(ServerError::io(&self.path, e));
+        }
+        let end = before + bytes.len() as u64;
+        self.end.store(end, Ordering::SeqCst);
+        Ok(end)
+    }
+
+    fn replay_blocking(&self, from: u64) -> Result<Vec<(u64, LogRecord)>> {
+        let end = self.end.load(Ordering::SeqCst);
+        if from >= end {
+            return Ok(Vec::new());
+        }
+        let mut f = File::open(&self.path).map_err(|e| ServerError::io(&self.path, e))?;
+        f.seek(SeekFrom::Start(from))
+            .map_err(|e| ServerError::io(&self.path, e))?;
+        let mut bytes = vec![0u8; (end - from) as usize];
+        f.read_exact(&mut bytes)
+            .map_err(|e| ServerError::io(&self.path, e))?;
+        let (records, good) = scan(&bytes, 0);
+        if good != end - from {
+            return Err(ServerError::CorruptLog {
+                path: self.path.clone(),
+                message: format!(
+                    "no whole record at offset {} (replay from {from}); the offset does not start a record",
+                    from + good
+                ),
+            });
+        }
+        Ok(records.into_iter().map(|(o, r)| (o + from, r)).collect())
+    }
+}
+
+#[async_trait]
+impl EventLog for FileLog {
+    async fn append(&self, record: &LogRecord) -> Result<u64> {
+        let bytes = frame(record)?;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.append_blocking(&bytes))
+            .await
+            .map_err(|e| ServerError::Storage {
+                path: self.inner.path.clone(),
+                message: format!("append task failed: {e}"),
+            })?
+    }
+
+    async fn replay(&self, from: u64) -> Result<Vec<(u64, LogRecord)>> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.replay_blocking(from))
+            .await
+            .map_err(|e| ServerError::Storage {
+                path: self.inner.path.clone(),
+                message: format!("replay task failed: {e}"),
+            })?
+    }
+
+    fn end(&self) -> u64 {
+        self.inner.end.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use submem_core::Turn;
+
+    fn write(id: &str) -> LogRecord {
+        LogRecord::Write {
+            events: vec![Event::Turn(Turn {
+                session_id: "s".into(),
+                session_date: None,
+                speaker: "A".into(),
+                text: format!("text of {id} é 🦀"),
+                source_id: id.into(),
+            })],
+        }
+    }
+
+    #[tokio::test]
+    async fn appends_replay_and_a_torn_tail_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.log");
+        let log = FileLog::open(&path).unwrap();
+        let a = log.append(&write("a")).await.unwrap();
+        let b = log
+            .append(&LogRecord::Forget {
+                source_ids: vec!["a".into()],
+            })
+            .await
+            .unwrap();
+        let c = log.append(&write("c")).await.unwrap();
+        assert_eq!(log.replay(0).await.unwrap().len(), 3);
+        let tail = log.replay(b).await.unwrap();
+        assert_eq!(tail, vec![(c, write("c"))]);
+        assert!(log.replay(a + 1).await.is_err(), "mid-record offset");
+        drop(log);
+
+        // A torn last frame (a crash mid-append) is dropped on open, and
+        // appends continue after the last whole record.
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 3).unwrap();
+        drop(f);
+        let log = FileLog::open(&path).unwrap();
+        assert_eq!(log.end(), b);
+        let d = log.append(&write("d")).await.unwrap();
+        let all = log.replay(0).await.unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[2], (d, write("d")));
+
+        // A flipped byte in the last record fails its checksum.
+        drop(log);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 2] ^= 0x55;
+        std::fs::write(&path, &bytes).unwrap();
+        let log = FileLog::open(&path).unwrap();
+        assert_eq!(log.end(), b);
+    }
+}

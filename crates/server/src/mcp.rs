@@ -1,0 +1,280 @@
+//! MCP tools over the official Rust SDK (`rmcp`): `remember`, `recall`,
+//! `forget` and `list_namespaces`, served over stdio (`submem mcp`) and over
+//! streamable HTTP at `/mcp` on the HTTP server.
+//!
+//! Over HTTP the bearer key is checked by the same layer as `/v1` and the
+//! tools see only the key's namespaces; over stdio the client is the local
+//! user who started the process, with the whole data directory. Tool errors
+//! (unknown namespace, bad budget, duplicate source ids) are tool results
+//! with `isError: true` and the API's error JSON as text, so a model can read
+//! and correct them; they never end the session.
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use submem_core::{Event, Turn};
+
+use crate::api::{check_events, info, query_of, visible, ReadRequest};
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::namespace::Submitted;
+use crate::store::spec_from_json;
+use crate::{Result, ServerError};
+
+/// `remember`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RememberArgs {
+    /// The namespace (created with `substrate` if it does not exist).
+    pub namespace: String,
+    /// Plain text to remember, stored as one conversational turn.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Who said `text` (default `user`).
+    #[serde(default)]
+    pub speaker: Option<String>,
+    /// Events in the core shapes (`{"kind": "turn", "session_id", "speaker", "text", "source_id"}` or
+    /// `{"kind": "step", "step", "action", "observation", "source_id"}`), instead of `text`.
+    #[serde(default)]
+    pub events: Option<Vec<Value>>,
+    /// Substrate for a namespace this call creates (default `m2`, BM25).
+    #[serde(default)]
+    pub substrate: Option<String>,
+}
+
+/// `recall`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RecallArgs {
+    /// The namespace.
+    pub namespace: String,
+    /// What to recall memory for.
+    pub question: String,
+    /// Token budget of the memory block's context (default 2048).
+    #[serde(default)]
+    pub budget: Option<usize>,
+    /// Items to retrieve (default 10).
+    #[serde(default)]
+    pub k: Option<usize>,
+}
+
+/// `forget`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ForgetArgs {
+    /// The namespace.
+    pub namespace: String,
+    /// Source ids of the events to forget.
+    pub source_ids: Vec<String>,
+}
+
+/// `list_namespaces`'s arguments (none).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ListArgs {}
+
+/// The MCP server.
+#[derive(Debug, Clone)]
+pub struct MemoryTools {
+    state: Arc<AppState>,
+    /// `true` over stdio: every namespace is the caller's.
+    local: bool,
+    tool_router: ToolRouter<Self>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn result(r: Result<Value>) -> CallToolResult {
+    match r {
+        Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.body().to_string())]),
+    }
+}
+
+impl MemoryTools {
+    /// Tools over `state`; `local` for stdio (no key, whole scope).
+    pub fn new(state: Arc<AppState>, local: bool) -> Self {
+        MemoryTools {
+            state,
+            local,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller> {
+        if self.local {
+            return Ok(Caller::unrestricted());
+        }
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>().cloned())
+            .ok_or_else(|| ServerError::Unauthorized("no authenticated caller".into()))
+    }
+
+    async fn remember_inner(&self, caller: &Caller, a: RememberArgs) -> Result<Value> {
+        let events: Vec<Event> = match (a.text, a.events) {
+            (Some(text), None) => {
+                let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_micros())
+                    .unwrap_or(0);
+                vec![Event::Turn(Turn {
+                    session_id: "mcp".into(),
+                    session_date: None,
+                    speaker: a.speaker.unwrap_or_else(|| "user".into()),
+                    text,
+                    source_id: format!("mcp-{stamp}-{n}"),
+                })]
+            }
+            (None, Some(values)) => values
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    serde_json::from_value(v)
+                        .map_err(|e| ServerError::BadJson(format!("at `events[{i}]`: {e}")))
+                })
+                .collect::<Result<_>>()?,
+            _ => {
+                return Err(ServerError::BadRequest(
+                    "give exactly one of `text` and `events`".into(),
+                ))
+            }
+        };
+        check_events(&self.state, &events)?;
+        let h = match visible(&self.state, caller, &a.namespace) {
+            Ok(h) => h,
+            Err(_) if caller.covers(&a.namespace) => {
+                let spec = spec_from_json(a.substrate.as_deref().unwrap_or("m2"), None)?;
+                match self.state.store.create(&a.namespace, spec).await {
+                    Ok(h) => h,
+                    // Created by a concurrent call.
+                    Err(ServerError::NamespaceExists(_)) => {
+                        visible(&self.state, caller, &a.namespace)?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let ids: Vec<String> = events.iter().map(|e| e.source_id().to_string()).collect();
+        Ok(match h.write(events, &self.state.store.jobs).await? {
+            Submitted::Done(r) => json!({"stored": r.events, "source_ids": ids}),
+            Submitted::Job(job) => json!({"job": job, "source_ids": ids}),
+        })
+    }
+
+    async fn recall_inner(&self, caller: &Caller, a: RecallArgs) -> Result<Value> {
+        let h = visible(&self.state, caller, &a.namespace)?;
+        let req = ReadRequest {
+            question: Some(a.question),
+            task: None,
+            observation: None,
+            budget: a.budget.unwrap_or(2048),
+            k: a.k,
+            fixed_prompt_tokens: None,
+            trace: None,
+        };
+        let q = query_of(&self.state, &h, &req)?;
+        let r = h.read(&q).await?;
+        Ok(json!({"text": r.text, "tokens": r.tokens,
+            "source_ids": r.sources.iter().map(|s| s.source_id.clone()).collect::<Vec<_>>()}))
+    }
+}
+
+#[tool_router(router = tool_router)]
+impl MemoryTools {
+    /// Stores text or events in a namespace (durably, before it answers).
+    #[tool(
+        description = "Remember text (one turn) or a batch of events in a namespace; creates the namespace (substrate m2 unless given) if needed. Returns the source ids stored."
+    )]
+    pub async fn remember(
+        &self,
+        Parameters(args): Parameters<RememberArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let r = match self.caller(&ctx) {
+            Ok(c) => self.remember_inner(&c, args).await,
+            Err(e) => Err(e),
+        };
+        result(r)
+    }
+
+    /// Recalls memory for a question under a token budget.
+    #[tool(
+        description = "Recall what a namespace remembers about a question, as a text block within a token budget, with the source ids shown."
+    )]
+    pub async fn recall(
+        &self,
+        Parameters(args): Parameters<RecallArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let r = match self.caller(&ctx) {
+            Ok(c) => self.recall_inner(&c, args).await,
+            Err(e) => Err(e),
+        };
+        result(r)
+    }
+
+    /// Forgets events by source id.
+    #[tool(
+        description = "Forget events of a namespace by source id; they never show again. Returns how many were removed."
+    )]
+    pub async fn forget(
+        &self,
+        Parameters(args): Parameters<ForgetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let r = match self.caller(&ctx) {
+            Ok(c) => match visible(&self.state, &c, &args.namespace) {
+                Ok(h) => h
+                    .forget(args.source_ids)
+                    .await
+                    .map(|n| json!({"forgotten": n})),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        result(r)
+    }
+
+    /// Lists the caller's namespaces.
+    #[tool(
+        description = "List the namespaces this client may use, with their substrate and event count."
+    )]
+    pub async fn list_namespaces(
+        &self,
+        Parameters(_args): Parameters<ListArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let r = match self.caller(&ctx) {
+            Ok(c) => {
+                let mut out = Vec::new();
+                for h in self.state.store.all() {
+                    if c.covers(&h.meta.name) {
+                        out.push(info(&h).await);
+                    }
+                }
+                Ok(json!({ "namespaces": out }))
+            }
+            Err(e) => Err(e),
+        };
+        result(r)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemoryTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("submem", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Long-term memory: `remember` stores text or events in a namespace, `recall` \
+                 returns what is relevant to a question within a token budget, `forget` removes \
+                 events by source id, `list_namespaces` shows what exists.",
+            )
+    }
+}
