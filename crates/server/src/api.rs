@@ -101,7 +101,7 @@ pub struct ReadResponse {
     pub tokens: usize,
     /// The events shown, most relevant first.
     pub sources: Vec<SourceHit>,
-    /// The trace, when asked for and the substrate ranks.
+    /// The trace, when asked for and the substrate keeps one (FlexA-Mem).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<ReadTrace>,
     /// Time the substrate took, milliseconds.
