@@ -402,7 +402,12 @@ mod tests {
             .to_string();
         assert!(e.contains("ranking") && e.contains("hybrid"), "{e}");
         assert!(r.check(&spec("m1:ef_search=32")).is_ok());
-        assert!(r.check(&spec("bm25:stopwords=false")).is_ok());
+        assert!(r.check(&spec("bm25:stopwords=lucene")).is_ok());
+        let e = r
+            .check(&spec("bm25:stopwords=false"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stopwords") && e.contains("english"), "{e}");
         assert!(r.check(&spec("m10:x=1")).is_err());
     }
 

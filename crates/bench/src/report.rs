@@ -237,6 +237,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             }
             out.push('\n');
         }
+        write_against_packing(&mut out, runs);
         for r in runs {
             if let Some(n) = r.number("reader_rejected").filter(|n| *n > 0.0) {
                 let _ = writeln!(
@@ -403,6 +404,59 @@ P8–P11 (task success, goal conditions, steps, pass@1) need a live environment:
 Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
     );
     out
+}
+
+/// One line per substrate of the group saying how its whole-evidence
+/// coverage compares with the best packing baseline's
+/// ([`crate::baselines::PACKING_BASELINES`]) at the same budget.
+fn write_against_packing(out: &mut String, runs: &[&RunSummary]) {
+    let registry = crate::registry::Registry::default();
+    let name_of = |r: &RunSummary| {
+        r.substrate
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let is_packing = |r: &RunSummary| crate::baselines::is_packing_baseline(&registry, &name_of(r));
+    let best = runs
+        .iter()
+        .filter(|r| is_packing(r))
+        .filter_map(|r| Some((r.substrate.as_str(), r.number("evidence_coverage")?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let Some((best_name, best_cover)) = best else {
+        return;
+    };
+    let lines: Vec<String> = runs
+        .iter()
+        .filter(|r| !is_packing(r) && r.family != "baseline")
+        .filter_map(|r| {
+            let cover = r.number("evidence_coverage")?;
+            let verdict = if cover >= best_cover {
+                "beats or ties"
+            } else {
+                "below"
+            };
+            Some(format!(
+                "- {}: {} ({verdict} packing, {:+.3})",
+                r.substrate,
+                f3(cover),
+                cover - best_cover
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+Against packing: whole-evidence coverage beside the best packing baseline here, {best_name} ({}):\n",
+        f3(best_cover)
+    );
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// Draws the performance–latency scatter to `path`.

@@ -98,6 +98,11 @@ pub struct BenchArgs {
     /// default, so a resumed or extended run restores it instead of writing again).
     #[arg(long)]
     pub no_keep_memories: bool,
+    /// Do not add the packing baselines (m2-fill, m1-fill, hybrid-fill) that a
+    /// run with any other substrate gets, so its report shows whether a design
+    /// beats packing ranked turns into the same budget.
+    #[arg(long)]
+    pub no_baselines: bool,
     /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -218,8 +223,13 @@ fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
 
 /// Runs `submem bench`.
 pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<ExitCode, AnyError> {
-    let specs = SubstrateSpec::parse_list(&args.substrates)?;
     let factory = Arc::new(Registry::default());
+    let specs = SubstrateSpec::parse_list(&args.substrates)?;
+    let specs = if args.no_baselines {
+        specs
+    } else {
+        submem_bench::baselines::with_packing_baselines(&specs, &factory)
+    };
     for s in &specs {
         factory.check(s)?;
     }

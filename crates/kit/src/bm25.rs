@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::text::content_words;
+use crate::text::{content_words_with, StopWords};
 
 /// BM25 term-frequency saturation.
 pub const K1: f32 = 1.2;
@@ -19,13 +19,14 @@ pub const B: f32 = 0.75;
 /// keeps its own term frequencies, so a few known documents can be scored
 /// without walking posting lists. Scores are summed in sorted term order, so
 /// they are bit-for-bit deterministic.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Bm25Index<K: Ord + Copy + std::hash::Hash> {
     postings: HashMap<String, Vec<(u32, u32)>>,
     docs: Vec<Option<Doc<K>>>,
     ordinal: HashMap<K, u32>,
     free: Vec<u32>,
     total_length: u64,
+    stop_words: StopWords,
 }
 
 #[derive(Debug, Clone)]
@@ -36,15 +37,28 @@ struct Doc<K> {
     tf: Vec<(String, u32)>,
 }
 
+impl<K: Ord + Copy + std::hash::Hash> Default for Bm25Index<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<K: Ord + Copy + std::hash::Hash> Bm25Index<K> {
-    /// An empty index.
+    /// An empty index that drops Lucene's stop words ([`StopWords::Lucene`]).
     pub fn new() -> Self {
+        Self::with_stop_words(StopWords::Lucene)
+    }
+
+    /// An empty index that drops `stop_words` from the documents (a query
+    /// term on the list then simply matches nothing).
+    pub fn with_stop_words(stop_words: StopWords) -> Self {
         Bm25Index {
             postings: HashMap::new(),
             docs: Vec::new(),
             ordinal: HashMap::new(),
             free: Vec::new(),
             total_length: 0,
+            stop_words,
         }
     }
 
@@ -61,7 +75,7 @@ impl<K: Ord + Copy + std::hash::Hash> Bm25Index<K> {
     /// Adds (or replaces) document `key` with `text`.
     pub fn insert(&mut self, key: K, text: &str) {
         self.remove(key);
-        let words = content_words(text);
+        let words = content_words_with(text, self.stop_words);
         let mut tf: BTreeMap<String, u32> = BTreeMap::new();
         for w in &words {
             *tf.entry(w.clone()).or_default() += 1;

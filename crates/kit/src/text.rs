@@ -243,10 +243,15 @@ impl StopWords {
 /// Lower-cased alphanumeric words of `text` without stop words. Markup
 /// (punctuation, brackets, `>` prompts) never forms a word.
 pub fn content_words(text: &str) -> Vec<String> {
+    content_words_with(text, StopWords::Lucene)
+}
+
+/// [`content_words`] with another stop list.
+pub fn content_words_with(text: &str, stop_words: StopWords) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| !stop_words.contains(w))
         .collect()
 }
 

@@ -3,6 +3,7 @@
 //! `docs/METHODS.md` and are meant to be swept with `submem bench`.
 
 use serde::{Deserialize, Serialize};
+use submem_kit::text::StopWords;
 
 use crate::FlexaError;
 
@@ -100,6 +101,10 @@ pub struct FlexaConfig {
     /// alone is part of the whole-turn coverage gain measured in the crate
     /// docs.
     pub join_pieces: bool,
+    /// Stop words of the BM25 piece index. Default [`StopWords::English`],
+    /// the broad list that brought M2 to parity with `rank_bm25`; the paper
+    /// does not say which list it used.
+    pub stop_words: StopWords,
 }
 
 impl Default for FlexaConfig {
@@ -125,6 +130,7 @@ impl Default for FlexaConfig {
             record_max_tokens: 256,
             sticky_agent_merges: true,
             join_pieces: true,
+            stop_words: StopWords::English,
         }
     }
 }
@@ -189,6 +195,14 @@ impl FlexaConfig {
         with_sticky_agent_merges: sticky_agent_merges: bool,
         /// Sets whether consecutive pieces of one event are joined.
         with_join_pieces: join_pieces: bool,
+        /// Sets the stop words of the BM25 piece index.
+        with_stop_words: stop_words: StopWords,
+    }
+
+    /// Whether a ranking in use needs piece vectors (dense or hybrid), so
+    /// writes embed every piece.
+    pub fn ranks_by_vectors(&self) -> bool {
+        self.ranking != Ranking::Bm25 || self.piece_ranking != Ranking::Bm25
     }
 
     /// Rejects settings the algorithm cannot run with.

@@ -10,6 +10,7 @@
 //! piece recovery's own ρ" from "set both to 0.5".
 
 use std::sync::Arc;
+use submem_kit::text::StopWords;
 
 use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
@@ -107,6 +108,8 @@ pub struct FlexaSettings {
     pub record_words: usize,
     /// Show consecutive chosen pieces of one event as the raw text they span.
     pub join: bool,
+    /// Stop words of the BM25 piece index: `english`, `lucene` or `none`.
+    pub stopwords: StopWords,
 }
 
 impl FlexaSettings {
@@ -128,6 +131,7 @@ impl FlexaSettings {
             merge_group: base.merge_group,
             record_words: base.record_words,
             join: base.join_pieces,
+            stopwords: base.stop_words,
         }
     }
 
@@ -146,6 +150,7 @@ impl FlexaSettings {
             .with_merge_group(self.merge_group)
             .with_record_words(self.record_words)
             .with_join_pieces(self.join)
+            .with_stop_words(self.stopwords)
             .with_mode(self.mode.into());
         if let Some(rho) = self.rho {
             c = c.with_rho(rho).with_piece_rho(rho);

@@ -14,7 +14,7 @@ use crate::record::{
     llm_merge, parse_record_reply, record_request, rule_merge, Parsed, UnitKind, RECORD_INSTRUCTION,
 };
 use crate::render::{newest_unit_text, render, Ctx, Done, EmbedTarget, Outcome, Rendered};
-use crate::state::{LogRecord, State};
+use crate::state::{LogRecord, PieceKey, State, PIECE_VECTORS_PER_RECORD};
 use crate::{FlexaConfig, FlexaError};
 
 /// Name of the log file inside a store directory.
@@ -77,6 +77,7 @@ impl FlexaMem {
                 services.tokens.clone(),
                 config.piece_tokens,
                 services.embedder.name().to_string(),
+                config.stop_words,
             )),
             services,
             config,
@@ -112,6 +113,7 @@ impl FlexaMem {
             services.tokens.clone(),
             config.piece_tokens,
             services.embedder.name().to_string(),
+            config.stop_words,
         );
         for p in payloads {
             let rec: LogRecord =
@@ -358,6 +360,49 @@ impl FlexaMem {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Embeds every piece of `ns` that has no vector yet, in one batch, and
+    /// logs the vectors. This is write work: without it the first dense or
+    /// hybrid read of a memory embedded every piece (5 s on a LongMemEval
+    /// haystack) and was billed as read latency. A configuration that ranks
+    /// by BM25 alone skips it (ties still embed the few tied pieces).
+    pub(crate) async fn embed_new_pieces(&self, ns: &Namespace) -> Result<usize, FlexaError> {
+        if !self.config.ranks_by_vectors() {
+            return Ok(0);
+        }
+        let todo: Vec<(PieceKey, String)> = {
+            let s = self.read_state()?;
+            let Some(st) = s.ns.get(ns) else { return Ok(0) };
+            st.units
+                .values()
+                .flat_map(|u| u.pieces())
+                .filter(|(k, _, _)| !st.piece_vecs.contains_key(k))
+                .map(|(k, p, _)| (k, p.shown()))
+                .collect()
+        };
+        if todo.is_empty() {
+            return Ok(0);
+        }
+        let texts: Vec<String> = todo.iter().map(|(_, t)| t.clone()).collect();
+        let vecs = self.embed(&texts).await?;
+        let embedder = self.services.embedder.name().to_string();
+        let pieces: Vec<(u64, u32, Vec<f32>)> = todo
+            .iter()
+            .zip(vecs)
+            .map(|((k, _), v)| (k.0, k.1, v))
+            .collect();
+        let records: Vec<LogRecord> = pieces
+            .chunks(PIECE_VECTORS_PER_RECORD)
+            .map(|chunk| LogRecord::PieceVectors {
+                ns: ns.clone(),
+                embedder: embedder.clone(),
+                pieces: chunk.to_vec(),
+            })
+            .collect();
+        let mut guard = self.write_state()?;
+        self.commit(&mut guard, &records)?;
+        Ok(todo.len())
     }
 
     async fn write_record(&self, kind: UnitKind, raw: &str, rule: WrittenRecord) -> WrittenRecord {
@@ -661,6 +706,7 @@ impl FlexaMem {
             self.services.tokens.clone(),
             self.config.piece_tokens,
             self.services.embedder.name().to_string(),
+            self.config.stop_words,
         )
     }
 }

@@ -16,6 +16,7 @@ use submem_core::{Event, Namespace, TokenCounter};
 
 use submem_kit::bm25::Bm25Index;
 use submem_kit::record::{Fields, RuleLine, Writer};
+use submem_kit::text::StopWords;
 
 use crate::pieces::{cut_event, Piece};
 use crate::record::UnitKind;
@@ -97,9 +98,9 @@ pub enum LogRecord {
         /// Namespace.
         ns: Namespace,
     },
-    /// Piece embeddings already computed. Reads embed pieces lazily; a
-    /// snapshot (persist, compaction) keeps them so a restored store does
-    /// not embed every piece again on its first dense or hybrid read.
+    /// Piece embeddings already computed: each write embeds its new pieces
+    /// (when a ranking in use needs them) and logs them here, and a snapshot
+    /// (persist, compaction) keeps them, so no read embeds a piece.
     PieceVectors {
         /// Namespace.
         ns: Namespace,
@@ -113,7 +114,7 @@ pub enum LogRecord {
 
 /// Piece vectors per [`LogRecord::PieceVectors`] (about 1 MB of JSON at
 /// 384 dimensions), so no record grows with the store.
-const PIECE_VECTORS_PER_RECORD: usize = 256;
+pub(crate) const PIECE_VECTORS_PER_RECORD: usize = 256;
 
 /// An event as stored.
 #[derive(Debug, Clone)]
@@ -310,6 +311,8 @@ pub struct State {
     kappa: usize,
     /// Name of the embedder piece vectors come from.
     embedder: String,
+    /// Stop words of every namespace's BM25 index.
+    stop_words: StopWords,
 }
 
 /// The line a record is shown as in the timeline.
@@ -319,12 +322,18 @@ pub fn record_line(record: &str) -> String {
 
 impl State {
     /// An empty state; `embedder` names the embedder of its piece vectors.
-    pub fn new(counter: Arc<dyn TokenCounter>, kappa: usize, embedder: String) -> Self {
+    pub fn new(
+        counter: Arc<dyn TokenCounter>,
+        kappa: usize,
+        embedder: String,
+        stop_words: StopWords,
+    ) -> Self {
         State {
             ns: BTreeMap::new(),
             counter,
             kappa,
             embedder,
+            stop_words,
         }
     }
 
@@ -349,7 +358,11 @@ impl State {
                     .iter()
                     .map(|p| self.counter.count(&p.shown()))
                     .collect();
-                let st = self.ns.entry(ns.clone()).or_default();
+                let stop_words = self.stop_words;
+                let st = self.ns.entry(ns.clone()).or_insert_with(|| NsState {
+                    bm25: Bm25Index::with_stop_words(stop_words),
+                    ..NsState::default()
+                });
                 for (i, p) in pieces.iter().enumerate() {
                     st.bm25.insert((*seq, i as u32), &p.body);
                 }

@@ -51,6 +51,9 @@ impl Substrate for FlexaMem {
             self.seal_pending(namespace)
                 .await
                 .map_err(|e| e.during("write"))?;
+            self.embed_new_pieces(namespace)
+                .await
+                .map_err(|e| e.during("write"))?;
             Ok(WriteReport {
                 events: events.len(),
                 units,
@@ -98,6 +101,9 @@ impl Substrate for FlexaMem {
             for ns in &namespaces {
                 changed += self
                     .seal_pending(ns)
+                    .await
+                    .map_err(|e| e.during("manage"))?;
+                self.embed_new_pieces(ns)
                     .await
                     .map_err(|e| e.during("manage"))?;
             }

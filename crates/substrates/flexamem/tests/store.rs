@@ -456,3 +456,34 @@ async fn piece_vectors_survive_persist_and_are_not_embedded_again() {
     assert!(same_cost <= 4, "embedded {same_cost} texts");
     assert!(other_cost > 20, "embedded {other_cost} texts");
 }
+
+#[tokio::test]
+async fn a_write_embeds_its_pieces_so_the_first_read_embeds_only_the_query() {
+    let a = ns("first");
+    let (services, e) = counted("hash-a");
+    let m = FlexaMem::new(
+        services,
+        FlexaConfig::default().with_mode(RecoveryMode::Piece),
+    )
+    .unwrap();
+    m.write(&a, &common::conversation("c", 10, 20, 30, 5))
+        .await
+        .unwrap();
+    let after_write = e.texts.load(Ordering::SeqCst);
+    let q = Query::question(a.clone(), "violin museum", 1024);
+    m.read(&q).await.unwrap();
+    let first = e.texts.load(Ordering::SeqCst) - after_write;
+    // The query, and open units' provisional records at most.
+    assert!(first <= 4, "first read embedded {first} texts");
+    // A BM25-only configuration does not pay for vectors it never ranks by.
+    let (services, bm25_only) = counted("hash-a");
+    let cfg = FlexaConfig::default()
+        .with_mode(RecoveryMode::Piece)
+        .with_ranking(submem_flexamem::Ranking::Bm25)
+        .with_piece_ranking(submem_flexamem::Ranking::Bm25);
+    let m = FlexaMem::new(services, cfg).unwrap();
+    m.write(&a, &common::conversation("c", 10, 20, 30, 5))
+        .await
+        .unwrap();
+    assert!(bm25_only.texts.load(Ordering::SeqCst) < after_write);
+}
