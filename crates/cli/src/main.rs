@@ -11,6 +11,8 @@
 //! submem route fit --from runs/locomo --holdout-seed 7 --out policy.json
 //! submem route explain --policy policy.json --data locomo10.json --budget 2048
 //! submem route eval --out runs/locomo-router --policy policy.json
+//! submem serve --addr 127.0.0.1:8080 --data-dir data [--config submem.toml]
+//! submem mcp --data-dir data                   # MCP over stdio
 //! ```
 //!
 //! Errors print as a readable chain on stderr with a non-zero exit code.
@@ -19,6 +21,7 @@ mod bench_cmd;
 mod lazy;
 mod route_cmd;
 mod route_eval;
+mod serve_cmd;
 mod substrates_cmd;
 
 use clap::{Parser, Subcommand};
@@ -81,6 +84,10 @@ enum Command {
         #[command(subcommand)]
         action: route_cmd::RouteCommand,
     },
+    /// Serve memory over HTTP (`/v1`, `/healthz`, `/metrics`) and MCP (`/mcp`), durably.
+    Serve(serve_cmd::ServeArgs),
+    /// Serve memory as MCP tools over stdin/stdout (for MCP clients that start a process).
+    Mcp(serve_cmd::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,6 +150,12 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
     if let Command::Substrates { json, name } = &cli.command {
         return substrates_cmd::run(*json, name.as_deref());
     }
+    // The server's configuration file also holds a `[server]` table.
+    let cli = match cli.command {
+        Command::Serve(args) => return serve_cmd::serve(args, cli.config.as_deref()).await,
+        Command::Mcp(args) => return serve_cmd::mcp(args, cli.config.as_deref()).await,
+        command => Cli { command, ..cli },
+    };
     let config = submem_models::Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Substrates { json, name } => substrates_cmd::run(json, name.as_deref()),
@@ -165,6 +178,8 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Route { action } => route_cmd::run(action, config).await,
+        Command::Serve(args) => serve_cmd::serve(args, cli.config.as_deref()).await,
+        Command::Mcp(args) => serve_cmd::mcp(args, cli.config.as_deref()).await,
         Command::Compare { out, a, b } => {
             let path = out.join("items.jsonl");
             if !path.exists() {

@@ -1,0 +1,153 @@
+//! `submem serve` (HTTP + MCP over streamable HTTP) and `submem mcp` (MCP
+//! over stdio): the server of `submem-server` with the CLI's services.
+//!
+//! The services are the bench's: the configured embedder and memory LLM,
+//! each loaded on first use (a server whose namespaces are all BM25 never
+//! loads a model), and the o200k token counter. `--config FILE` is one TOML
+//! file: its `[server]` table (keys, limits, snapshot interval) goes to the
+//! server, the rest is the models' configuration.
+
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use submem_bench::registry::Registry;
+use submem_core::{Embedder, Llm, Services};
+use submem_models::{Config, LlmKind};
+use submem_server::config::{hash_key, split_config, ServerConfig};
+use submem_server::Server;
+
+use crate::lazy::{LazyEmbedder, LazyLlm};
+use crate::AnyError;
+
+/// `submem serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free one; the address is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Directory of the namespaces' event logs and snapshots (created if missing).
+    #[arg(long, value_name = "DIR", required_unless_present = "hash_key")]
+    pub data_dir: Option<PathBuf>,
+    /// Print the SHA-256 of an API key for `[[server.keys]]` and exit.
+    #[arg(long, value_name = "KEY")]
+    pub hash_key: Option<String>,
+}
+
+/// `submem mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Directory of the namespaces' event logs and snapshots (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+}
+
+/// The server's and the models' configuration from one file.
+pub fn load_config(path: Option<&Path>) -> Result<(ServerConfig, Config), AnyError> {
+    let Some(path) = path else {
+        return Ok((ServerConfig::new(), Config::load(None)?));
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let (server, rest) = split_config(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut models =
+        Config::from_toml_str(&rest).map_err(|e| format!("{}: {e}", path.display()))?;
+    models.apply_env_from(|k| std::env::var(k).ok())?;
+    Ok((server, models))
+}
+
+fn lazy_llm(config: &Config) -> Option<Arc<dyn Llm>> {
+    let kind = config.services.memory_llm;
+    let name = match kind {
+        LlmKind::None => return None,
+        LlmKind::Local => "local SmolLM2 (memory)".to_string(),
+        LlmKind::Openai => format!(
+            "openai {} (memory)",
+            config.openai.chat_model.clone().unwrap_or_default()
+        ),
+    };
+    let cfg = config.clone();
+    Some(Arc::new(LazyLlm::new(name, move || {
+        cfg.llm(kind)?
+            .ok_or_else(|| submem_models::ModelsError::Config("no LLM configured".into()))
+    })))
+}
+
+fn services(config: &Config) -> Result<Services, AnyError> {
+    let cfg = config.clone();
+    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new(
+        format!("{:?} embedder", config.services.embedder).to_lowercase(),
+        move || cfg.embedder(),
+    ));
+    Ok(Services {
+        llm: lazy_llm(config),
+        embedder,
+        tokens: config.token_counter()?,
+    })
+}
+
+async fn open(data_dir: &Path, config: Option<&Path>) -> Result<Server, AnyError> {
+    let (server_config, models) = load_config(config)?;
+    let services = services(&models)?;
+    Ok(Server::open(
+        data_dir,
+        Arc::new(Registry::default()),
+        services,
+        server_config,
+    )
+    .await?)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutting down: snapshotting every namespace");
+}
+
+/// Runs `submem serve`.
+pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, AnyError> {
+    if let Some(key) = &args.hash_key {
+        println!("{}", hash_key(key));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let data_dir = args
+        .data_dir
+        .as_deref()
+        .ok_or("--data-dir DIR is required")?;
+    let server = open(data_dir, config).await?;
+    submem_server::check_bind(args.addr, server.state().keys.enabled())?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let addr = listener.local_addr()?;
+    // Scripts wait for this line (and may read the port from it).
+    println!("submem: serving http://{addr} (MCP at http://{addr}/mcp)");
+    server.serve_listener(listener, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `submem mcp` (MCP over stdin/stdout; logs go to stderr).
+pub async fn mcp(args: McpArgs, config: Option<&Path>) -> Result<ExitCode, AnyError> {
+    let server = open(&args.data_dir, config).await?;
+    server.serve_mcp_stdio().await?;
+    Ok(ExitCode::SUCCESS)
+}
