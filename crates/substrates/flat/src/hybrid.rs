@@ -321,7 +321,6 @@ impl Substrate for HybridMemory {
             // The same turns, stored twice: count them once.
             stored_tokens: d.stored_tokens,
             input_tokens: d.input_tokens,
-            ..Footprint::default()
         }
     }
 
