@@ -73,6 +73,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .with_state(state)
 }
 
@@ -127,6 +128,12 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 
 async fn openapi() -> Json<serde_json::Value> {
     Json(crate::openapi::document())
+}
+
+/// A handler that panicked (a substrate bug) answers 500 JSON; the process
+/// keeps serving.
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    crate::ServerError::Internal("the request panicked; see the server log".into()).into_response()
 }
 
 async fn not_found(req: Request) -> Response {

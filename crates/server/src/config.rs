@@ -63,7 +63,7 @@ impl Default for Limits {
 }
 
 /// The `[server]` table.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// API keys; none means no authentication (and a loopback address only).
@@ -74,23 +74,27 @@ pub struct ServerConfig {
     pub snapshot_every: u64,
 }
 
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            keys: Vec::new(),
+            limits: Limits::default(),
+            snapshot_every: 256,
+        }
+    }
+}
+
 impl ServerConfig {
     /// A configuration with the default limits, no keys and a snapshot every
     /// 256 records.
     pub fn new() -> Self {
-        ServerConfig {
-            snapshot_every: 256,
-            ..ServerConfig::default()
-        }
+        ServerConfig::default()
     }
 
     /// Parses the `[server]` table's contents.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let mut c: ServerConfig =
+        let c: ServerConfig =
             toml::from_str(text).map_err(|e| ServerError::Config(e.to_string()))?;
-        if c.snapshot_every == 0 {
-            c.snapshot_every = 256;
-        }
         c.validate()?;
         Ok(c)
     }
@@ -121,6 +125,11 @@ impl ServerConfig {
                     k.name
                 )));
             }
+        }
+        if self.snapshot_every == 0 {
+            return Err(ServerError::Config(
+                "snapshot_every must be at least 1".into(),
+            ));
         }
         let l = &self.limits;
         if l.max_body_bytes < 1024 || l.max_batch == 0 || l.max_text_bytes == 0 {

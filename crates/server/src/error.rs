@@ -76,6 +76,9 @@ pub enum ServerError {
     /// The server configuration is invalid (startup only).
     #[error("server configuration: {0}")]
     Config(String),
+    /// A substrate panicked; the request failed, the process keeps serving (500).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The namespace's writer is gone (it was deleted while the request waited) (503).
     #[error("namespace {0:?} is shutting down")]
     Closed(String),
@@ -110,6 +113,7 @@ impl ServerError {
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
             ServerError::Closed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ServerError::Storage { .. }
             | ServerError::CorruptLog { .. }
             | ServerError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -137,6 +141,7 @@ impl ServerError {
             ServerError::CorruptLog { .. } => "corrupt_log",
             ServerError::Config(_) => "config",
             ServerError::Closed(_) => "namespace_closed",
+            ServerError::Internal(_) => "internal",
         }
     }
 

@@ -17,8 +17,10 @@
 //! persists the substrate (see [`crate::snapshot`]); a restart restores the
 //! newest whole snapshot and replays the log after the offset it covers.
 
+use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -149,10 +151,19 @@ impl NamespaceHandle {
             }
             if end > covered {
                 replayed += 1;
-                if let Err(e) = apply_record(&ns, substrate.as_ref(), record).await {
-                    // The batch was refused when first applied too, and a
-                    // forget of its ids follows it in the log.
-                    tracing::warn!(namespace = %ns, offset = end, error = %e, "replayed record refused");
+                // A batch refused (or panicked on) when first applied is
+                // followed in the log by a forget of its ids.
+                match AssertUnwindSafe(apply_record(&ns, substrate.as_ref(), record))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(namespace = %ns, offset = end, error = %e, "replayed record refused")
+                    }
+                    Err(_) => {
+                        tracing::error!(namespace = %ns, offset = end, "substrate panicked on a replayed record")
+                    }
                 }
             }
         }
@@ -388,6 +399,10 @@ impl NamespaceHandle {
     }
 }
 
+fn source_ids(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| e.source_id().to_string()).collect()
+}
+
 async fn apply_record(ns: &Namespace, s: &Metered, record: LogRecord) -> submem_core::Result<()> {
     match record {
         LogRecord::Write { events } => s.write(ns, &events).await.map(|_| ()),
@@ -409,7 +424,35 @@ impl Applier {
                 self.jobs.start(j);
             }
             let logged = op.end > 0;
-            let out = self.apply(op.kind, op.end).await;
+            let ids = match &op.kind {
+                OpKind::Write(events) => Some(source_ids(events)),
+                _ => None,
+            };
+            // A panicking substrate fails this op, not the namespace; a
+            // batch it panicked on is undone like a refused one.
+            let out = match AssertUnwindSafe(self.apply(op.kind, op.end))
+                .catch_unwind()
+                .await
+            {
+                Ok(out) => out,
+                Err(_) => {
+                    if let Some(ids) = ids {
+                        // The write may have stored part of the batch.
+                        let forget = Forget::Sources {
+                            namespace: self.ns.clone(),
+                            source_ids: ids.clone(),
+                        };
+                        let _ = AssertUnwindSafe(self.substrate.forget(&forget))
+                            .catch_unwind()
+                            .await;
+                        self.undo(ids).await;
+                    }
+                    Err(ServerError::Internal(format!(
+                        "the substrate of namespace {:?} panicked",
+                        self.ns.as_str()
+                    )))
+                }
+            };
             if logged {
                 since_snapshot += 1;
             }
@@ -446,7 +489,7 @@ impl Applier {
             OpKind::Write(events) => match self.substrate.write(&self.ns, &events).await {
                 Ok(r) => Outcome::Written(r),
                 Err(e) => {
-                    self.undo(&events).await;
+                    self.undo(source_ids(&events)).await;
                     return Err(err(e));
                 }
             },
@@ -473,9 +516,8 @@ impl Applier {
 
     /// Logs a forget of a batch the substrate refused, so that a replay
     /// (which may accept it) ends where the live server did.
-    async fn undo(&self, events: &[Event]) {
+    async fn undo(&self, ids: Vec<String>) {
         let mut sources = self.sources.lock().await;
-        let ids: Vec<String> = events.iter().map(|e| e.source_id().to_string()).collect();
         let record = LogRecord::Forget {
             source_ids: ids.clone(),
         };
