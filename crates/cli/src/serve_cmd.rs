@@ -88,9 +88,12 @@ fn services(config: &Config) -> Result<Services, AnyError> {
     })
 }
 
-async fn open(data_dir: &Path, config: Option<&Path>) -> Result<Server, AnyError> {
-    let (server_config, models) = load_config(config)?;
-    let services = services(&models)?;
+async fn open(
+    data_dir: &Path,
+    server_config: ServerConfig,
+    models: &Config,
+) -> Result<Server, AnyError> {
+    let services = services(models)?;
     Ok(Server::open(
         data_dir,
         Arc::new(Registry::default()),
@@ -133,8 +136,10 @@ pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, A
         .data_dir
         .as_deref()
         .ok_or("--data-dir DIR is required")?;
-    let server = open(data_dir, config).await?;
-    submem_server::check_bind(args.addr, server.state().keys.enabled())?;
+    let (server_config, models) = load_config(config)?;
+    // Before anything is opened: no keys, no public address.
+    submem_server::check_bind(args.addr, !server_config.keys.is_empty())?;
+    let server = open(data_dir, server_config, &models).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
@@ -147,7 +152,8 @@ pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, A
 
 /// Runs `submem mcp` (MCP over stdin/stdout; logs go to stderr).
 pub async fn mcp(args: McpArgs, config: Option<&Path>) -> Result<ExitCode, AnyError> {
-    let server = open(&args.data_dir, config).await?;
+    let (server_config, models) = load_config(config)?;
+    let server = open(&args.data_dir, server_config, &models).await?;
     server.serve_mcp_stdio().await?;
     Ok(ExitCode::SUCCESS)
 }

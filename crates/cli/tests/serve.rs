@@ -340,3 +340,30 @@ async fn mcp_over_stdio_with_the_official_client() {
     assert!(text.contains("Okafor") && !text.contains("blue pot"), "{v}");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn serve_refuses_a_public_address_without_keys_and_hashes_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_submem"))
+        .args(["serve", "--addr", "0.0.0.0:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("without API keys"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "refused before touching the data directory"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_submem"))
+        .args(["serve", "--hash-key", "test"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    );
+}

@@ -101,9 +101,10 @@ async fn count(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     let method = req.method().as_str().to_string();
     let start = Instant::now();
     let resp = next.run(req).await;
-    state
-        .metrics
-        .record(&method, &route, resp.status().as_u16(), start.elapsed());
+    let elapsed = start.elapsed();
+    let status = resp.status().as_u16();
+    tracing::debug!(%method, %route, status, ms = elapsed.as_secs_f64() * 1e3, "request");
+    state.metrics.record(&method, &route, status, elapsed);
     resp
 }
 
