@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_core::{Event, Namespace, Query, Services, Substrate, Turn};
 use submem_server::config::ServerConfig;
+use submem_server::log::{EventLog, FileLog, LogRecord};
 use submem_server::Server;
 
 const WORDS: &[&str] = &[
@@ -157,6 +158,25 @@ async fn main() {
         .unwrap();
     println!("{secs} s per cell, {preload} preloaded events, batches of 10 turns\n");
     println!("| cell | ops/s | p50 ms | p99 ms |\n|---|---|---|---|");
+    // The floor of a durable write: one framed record appended and fsynced.
+    let log = Arc::new(FileLog::open(&dir.path().join("bare.log")).unwrap());
+    for tasks in [1, 8] {
+        let l = log.clone();
+        let cell = drive(tasks, secs, move |i| {
+            let l = l.clone();
+            async move {
+                let events = (i * 10..i * 10 + 10).map(turn).collect();
+                l.append(&LogRecord::Write { events }).await.unwrap();
+            }
+        })
+        .await;
+        println!(
+            "{}",
+            cell.line(&format!(
+                "event log append alone (10 events, fsync), {tasks} task(s)"
+            ))
+        );
+    }
     for spec in ["m2", "m1-fill"] {
         let ns = spec.replace(':', "_");
         post(
