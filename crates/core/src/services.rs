@@ -234,9 +234,25 @@ pub struct Services {
     pub tokens: Arc<dyn TokenCounter>,
 }
 
-/// Cosine similarity of two L2-normalised vectors (their dot product).
+/// Cosine similarity of two L2-normalised vectors (their dot product, over
+/// the shorter of the two).
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    // Eight running sums instead of one: a single sum is a serial chain of
+    // dependent additions the compiler may not reorder, while eight
+    // independent lanes vectorise. FlexA-Mem's piece ranking spent a third of
+    // an 8k render here.
+    const LANES: usize = 8;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; LANES];
+    for (ca, cb) in a.chunks_exact(LANES).zip(b.chunks_exact(LANES)) {
+        for i in 0..LANES {
+            acc[i] += ca[i] * cb[i];
+        }
+    }
+    let tail = n - n % LANES;
+    let rest: f32 = a[tail..].iter().zip(&b[tail..]).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + rest
 }
 
 /// Scales `v` to unit length in place; leaves a zero vector unchanged.
@@ -250,6 +266,17 @@ pub fn l2_normalize(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cosine_is_the_dot_product_over_the_shorter_vector() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((cosine(&a, &b) - plain).abs() < 1e-4);
+        let short: f32 = a[..3].iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert_eq!(cosine(&a[..3], &b), short);
+        assert_eq!(cosine(&[], &b), 0.0);
+    }
 
     #[test]
     fn request_validation() {
