@@ -35,6 +35,9 @@ pub struct GraphConfig {
     pub chunks_per_item: usize,
     /// Reciprocal-rank-fusion constant `k0` in `1 / (k0 + rank)`.
     pub rrf_k: f32,
+    /// Fuse a BM25 chunk list (the question's words against chunk texts,
+    /// broad English stop list) beside LightRAG's dense one. Default on.
+    pub lexical_chunks: bool,
     /// Share of the allowance the entity and relation descriptions may take;
     /// what they leave goes to chunks. Default 0.25.
     pub graph_share: f32,
@@ -69,6 +72,7 @@ impl Default for GraphConfig {
             chunk_top_k: None,
             chunks_per_item: 5,
             rrf_k: 60.0,
+            lexical_chunks: true,
             graph_share: 0.25,
             description_tokens: 60,
             extraction: Extractor::Llm,
@@ -101,6 +105,8 @@ impl GraphConfig {
         with_chunks_per_item => chunks_per_item: usize,
         /// Sets [`GraphConfig::rrf_k`].
         with_rrf_k => rrf_k: f32,
+        /// Sets [`GraphConfig::lexical_chunks`].
+        with_lexical_chunks => lexical_chunks: bool,
         /// Sets [`GraphConfig::graph_share`].
         with_graph_share => graph_share: f32,
         /// Sets [`GraphConfig::description_tokens`].

@@ -54,6 +54,8 @@ pub struct GraphSettings {
     pub chunks_per_item: usize,
     /// Reciprocal-rank-fusion constant k0 in 1 / (k0 + rank).
     pub rrf_k: f32,
+    /// Fuse a BM25 chunk list beside the dense one.
+    pub lexical_chunks: bool,
     /// Share of the allowance entity and relation descriptions may take, in [0, 1].
     pub graph_share: f32,
     /// Longest description shown for one entity or relation, in tokens.
@@ -79,6 +81,7 @@ impl Default for GraphSettings {
             chunk_top_k: c.chunk_top_k,
             chunks_per_item: c.chunks_per_item,
             rrf_k: c.rrf_k,
+            lexical_chunks: c.lexical_chunks,
             graph_share: c.graph_share,
             description_tokens: c.description_tokens,
             extraction: c.extraction.into(),
@@ -99,6 +102,7 @@ impl GraphSettings {
             .with_chunk_top_k(self.chunk_top_k)
             .with_chunks_per_item(self.chunks_per_item)
             .with_rrf_k(self.rrf_k)
+            .with_lexical_chunks(self.lexical_chunks)
             .with_graph_share(self.graph_share)
             .with_description_tokens(self.description_tokens)
             .with_require_grounded_names(self.grounded)

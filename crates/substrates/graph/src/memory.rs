@@ -313,10 +313,11 @@ impl GraphMemory {
         let breadth = Breadth {
             top_k: self.config.top_k.unwrap_or(query.top_k),
             chunk_top_k: self.config.chunk_top_k.unwrap_or(query.top_k),
+            lexical: self.config.lexical_chunks,
             chunks_per_item: self.config.chunks_per_item,
             rrf_k: self.config.rrf_k,
         };
-        let found = retrieve(st, &qv, breadth);
+        let found = retrieve(st, &query.retrieval_text(), &qv, breadth);
         Ok(render(
             st,
             &found,

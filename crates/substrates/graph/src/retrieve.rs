@@ -21,8 +21,10 @@ use crate::store::NamespaceState;
 pub struct Breadth {
     /// Entities and relations matched.
     pub top_k: usize,
-    /// Dense chunk hits.
+    /// Dense chunk hits (and as many BM25 chunk hits when `lexical` is on).
     pub chunk_top_k: usize,
+    /// Fuse a BM25 chunk list beside the dense one.
+    pub lexical: bool,
     /// Chunks gathered per matched entity or relation.
     pub chunks_per_item: usize,
     /// RRF constant.
@@ -74,7 +76,7 @@ fn rank_item_chunks(sources: &[u64], support: &HashMap<u64, usize>, n: usize) ->
 }
 
 /// Runs the three searches and fuses the chunk lists.
-pub fn retrieve(state: &NamespaceState, q: &QueryVectors, b: Breadth) -> Retrieval {
+pub fn retrieve(state: &NamespaceState, question: &str, q: &QueryVectors, b: Breadth) -> Retrieval {
     let g = &state.graph;
     // Local: entities by the low-level keywords, their relations and chunks.
     let local: Vec<String> = q
@@ -143,9 +145,15 @@ pub fn retrieve(state: &NamespaceState, q: &QueryVectors, b: Breadth) -> Retriev
         .into_iter()
         .map(|(k, _)| k)
         .collect();
-    // Reciprocal rank fusion over the three chunk lists (each deduplicated).
+    // Lexical: chunks by BM25 over the question's words.
+    let lexical: Vec<u64> = if b.lexical {
+        state.chunk_lexicon.top(question, b.chunk_top_k)
+    } else {
+        Vec::new()
+    };
+    // Reciprocal rank fusion over the chunk lists (each deduplicated).
     let mut fused: BTreeMap<u64, f32> = BTreeMap::new();
-    for list in [&from_entities, &from_relations, &dense] {
+    for list in [&from_entities, &from_relations, &dense, &lexical] {
         let mut seen = BTreeSet::new();
         let mut rank = 0.0f32;
         for &c in list {
@@ -337,4 +345,58 @@ fn compose(state: &NamespaceState, lines: &[Line], chosen: &[(u64, f32)]) -> Str
     }
     parts.extend(in_time.iter().map(|c| c.text.as_str()));
     parts.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use submem_core::test_utils::WhitespaceCounter;
+    use submem_core::{Event, Turn};
+
+    fn turn(id: &str, text: &str) -> Event {
+        Event::Turn(Turn {
+            session_id: "s1".into(),
+            session_date: None,
+            speaker: "x".into(),
+            text: text.into(),
+            source_id: id.into(),
+        })
+    }
+
+    #[test]
+    fn lexical_chunks_join_the_fusion_only_when_on() {
+        let mut st = NamespaceState::default();
+        let (a, b) = (
+            turn("a", "we talked about the weather"),
+            turn("b", "Zelda adopted a greyhound"),
+        );
+        st.add_chunk(&[&a], &WhitespaceCounter);
+        let zelda = st.add_chunk(&[&b], &WhitespaceCounter);
+        // No query vectors (no embedder hit, no keywords): only BM25 can find it.
+        let none = QueryVectors::default();
+        let on = Breadth {
+            top_k: 5,
+            chunk_top_k: 5,
+            chunks_per_item: 5,
+            rrf_k: 60.0,
+            lexical: true,
+        };
+        let found = retrieve(&st, "What did Zelda adopt?", &none, on);
+        assert_eq!(
+            found.chunks.iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![zelda]
+        );
+        let off = Breadth {
+            lexical: false,
+            ..on
+        };
+        assert!(retrieve(&st, "What did Zelda adopt?", &none, off)
+            .chunks
+            .is_empty());
+        // Question words alone ("what", "did") match nothing.
+        assert!(retrieve(&st, "What did you do?", &none, on)
+            .chunks
+            .is_empty());
+    }
 }

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use submem_core::{Event, TokenCounter};
+use submem_kit::bm25::Bm25Index;
+use submem_kit::text::{query_terms, StopWords};
 
 use crate::graph::{Entity, KnowledgeGraph, Relation, Touched};
 use crate::index::{SavedIndex, VectorIndex};
@@ -47,6 +49,8 @@ pub struct NamespaceState {
     pub graph: KnowledgeGraph,
     /// Dense index over chunk texts.
     pub chunk_index: VectorIndex<u64>,
+    /// BM25 over chunk texts (the lexical chunk list fused beside the dense one).
+    pub chunk_lexicon: ChunkLexicon,
     /// Dense index over entities (name, type, description).
     pub entity_index: VectorIndex<String>,
     /// Dense index over relations (keywords, ends, description).
@@ -55,6 +59,27 @@ pub struct NamespaceState {
     pub input_tokens: u64,
     next_position: u64,
     next_chunk: u64,
+}
+
+/// BM25 over chunk texts with the broad English stop list (names, dates and
+/// numbers a dense chunk ranking misses).
+#[derive(Debug, Clone)]
+pub struct ChunkLexicon(pub Bm25Index<u64>);
+
+impl Default for ChunkLexicon {
+    fn default() -> Self {
+        ChunkLexicon(Bm25Index::with_stop_words(StopWords::English))
+    }
+}
+
+impl ChunkLexicon {
+    /// The `n` best chunks for `question`, best first (ties to the older).
+    pub fn top(&self, question: &str, n: usize) -> Vec<u64> {
+        let mut hits = self.0.score(&query_terms(question));
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        hits.truncate(n);
+        hits.into_iter().map(|(k, _)| k).collect()
+    }
 }
 
 /// Groups `events` into chunks of about `chunk_tokens`: a chunk ends before
@@ -113,6 +138,7 @@ impl NamespaceState {
         }
         let text = self.render_events(&ids);
         let tokens = u32::try_from(counter.count(&text)).unwrap_or(u32::MAX);
+        self.chunk_lexicon.0.insert(id, &text);
         self.chunks.insert(
             id,
             Chunk {
@@ -198,9 +224,11 @@ impl NamespaceState {
             if remaining.is_empty() {
                 self.chunks.remove(&chunk_id);
                 self.chunk_index.remove(&chunk_id);
+                self.chunk_lexicon.0.remove(chunk_id);
                 continue;
             }
             let text = self.render_events(&remaining);
+            self.chunk_lexicon.0.insert(chunk_id, &text);
             if let Some(c) = self.chunks.get_mut(&chunk_id) {
                 c.events = remaining;
                 c.tokens = u32::try_from(counter.count(&text)).unwrap_or(u32::MAX);
@@ -272,9 +300,14 @@ impl NamespaceState {
             return Err(format!("event {:?} has no chunk", e.event.source_id()));
         }
         let dim = if same_embedder { dimension } else { usize::MAX };
+        let mut chunk_lexicon = ChunkLexicon::default();
+        for (id, c) in &chunks {
+            chunk_lexicon.0.insert(*id, &c.text);
+        }
         let mut state = NamespaceState {
             events,
             chunks,
+            chunk_lexicon,
             graph,
             chunk_index: VectorIndex::from_saved(saved.chunk_index, dim),
             entity_index: VectorIndex::from_saved(saved.entity_index, dim),
