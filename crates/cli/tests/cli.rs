@@ -337,7 +337,7 @@ fn substrates_lists_every_name_with_its_settings() {
         .as_array()
         .unwrap()
         .iter()
-        .any(|s| s["key"] == "stopwords" && s["default"] == true));
+        .any(|s| s["key"] == "stopwords" && s["default"] == "english"));
 
     let text = submem().args(["substrates", "bm25"]).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
