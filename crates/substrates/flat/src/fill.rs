@@ -11,7 +11,10 @@
 //! again and keeps the recall exact.
 
 use serde::{Deserialize, Serialize};
-use submem_core::RankedUnit;
+use submem_core::{
+    render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, Query, RankedUnit, Recall,
+    TokenCounter,
+};
 
 /// Default number of ranked units a fill read considers: LoCoMo turns average
 /// about 30 tokens, so 2,048 candidates can fill a 32k budget.
@@ -59,6 +62,21 @@ impl ReadDepth {
         } else {
             ranked.map(|(u, _)| u).collect()
         }
+    }
+
+    /// The recall of `ranked` (best first, with cached token counts) for
+    /// `query`: the units [`ReadDepth::pick`] keeps, rendered in time order
+    /// under the allowance.
+    pub(crate) fn show(
+        &self,
+        ranked: Vec<(RankedUnit, u32)>,
+        query: &Query,
+        tokens: &dyn TokenCounter,
+    ) -> Recall {
+        let picked = self.pick(ranked.into_iter(), query.allowance(), || {
+            tokens.count(UNIT_SEPARATOR)
+        });
+        render_in_time_order(&picked, tokens, query.allowance(), PackPolicy::SkipUnfit)
     }
 
     /// How many ranked units to ask the index for.

@@ -24,9 +24,8 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::persist::{begin_persist, check_manifest, write_manifest};
 use submem_core::{
-    render::UNIT_SEPARATOR, render_in_time_order, Error, Event, Family, Footprint, Forget,
-    ManageReport, MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services,
-    Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, RankedUnit,
+    Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 
 use crate::error::FlatError;
@@ -234,18 +233,7 @@ impl HybridMemory {
         if !self.config.depth.is_fill() {
             fused.truncate(query.top_k);
         }
-        let picked = self
-            .config
-            .depth
-            .pick(fused.into_iter(), query.allowance(), || {
-                self.services.tokens.count(UNIT_SEPARATOR)
-            });
-        Ok(render_in_time_order(
-            &picked,
-            &*self.services.tokens,
-            query.allowance(),
-            PackPolicy::SkipUnfit,
-        ))
+        Ok(self.config.depth.show(fused, query, &*self.services.tokens))
     }
 }
 
@@ -290,18 +278,7 @@ impl Substrate for HybridMemory {
         if self.halves()?.dense.live(&query.namespace)? == 0 {
             return Ok(Recall::empty());
         }
-        let mut vectors = self
-            .services
-            .embedder
-            .embed(&[query.retrieval_text()])
-            .await?;
-        let vector = vectors.pop().ok_or_else(|| {
-            FlatError::VectorCount {
-                expected: 1,
-                got: 0,
-            }
-            .into_core(METHOD, "read")
-        })?;
+        let vector = crate::dense::embed_query(&self.services, query, METHOD).await?;
         self.read_with_vector(query, &vector)
     }
 

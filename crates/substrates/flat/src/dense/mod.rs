@@ -41,9 +41,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use submem_core::{
-    render::UNIT_SEPARATOR, render_in_time_order, Error, Event, Family, Footprint, Forget,
-    ManageReport, MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services,
-    Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, RankedUnit,
+    Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 
@@ -226,15 +225,7 @@ impl DenseMemory {
         let depth = self.config.depth;
         let ranked =
             self.rank_with_vector(&query.namespace, vector, depth.candidates(query.top_k))?;
-        let ranked = depth.pick(ranked.into_iter(), query.allowance(), || {
-            self.services.tokens.count(UNIT_SEPARATOR)
-        });
-        Ok(render_in_time_order(
-            &ranked,
-            &*self.services.tokens,
-            query.allowance(),
-            PackPolicy::SkipUnfit,
-        ))
+        Ok(depth.show(ranked, query, &*self.services.tokens))
     }
 
     /// The namespace's `n` live units nearest to `vector` (best first), each
@@ -283,6 +274,22 @@ impl DenseMemory {
     }
 }
 
+/// The query's retrieval text embedded (one embedder call), for `method`'s read.
+pub(crate) async fn embed_query(
+    services: &Services,
+    query: &Query,
+    method: &str,
+) -> Result<Vec<f32>> {
+    let mut vectors = services.embedder.embed(&[query.retrieval_text()]).await?;
+    vectors.pop().ok_or_else(|| {
+        FlatError::VectorCount {
+            expected: 1,
+            got: 0,
+        }
+        .into_core(method, "read")
+    })
+}
+
 #[async_trait]
 impl Substrate for DenseMemory {
     fn info(&self) -> SubstrateInfo {
@@ -326,15 +333,7 @@ impl Substrate for DenseMemory {
         if self.live(&query.namespace)? == 0 {
             return Ok(Recall::empty());
         }
-        let text = query.retrieval_text();
-        let mut vectors = self.services.embedder.embed(&[text]).await?;
-        let vector = vectors.pop().ok_or_else(|| {
-            FlatError::VectorCount {
-                expected: 1,
-                got: 0,
-            }
-            .into_core(METHOD, "read")
-        })?;
+        let vector = embed_query(&self.services, query, METHOD).await?;
         self.read_with_vector(query, &vector)
     }
 

@@ -50,9 +50,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use submem_core::{
-    render::UNIT_SEPARATOR, render_in_time_order, Error, Event, Family, Footprint, Forget,
-    MethodId, Namespace, PackPolicy, Query, RankedUnit, Recall, Result, Services, Substrate,
-    SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, RankedUnit, Recall,
+    Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use tantivy::tokenizer::TextAnalyzer;
@@ -310,15 +309,7 @@ impl Substrate for SparseMemory {
             &query.retrieval_text(),
             depth.candidates(query.top_k),
         )?;
-        let ranked = depth.pick(ranked.into_iter(), query.allowance(), || {
-            self.services.tokens.count(UNIT_SEPARATOR)
-        });
-        Ok(render_in_time_order(
-            &ranked,
-            &*self.services.tokens,
-            query.allowance(),
-            PackPolicy::SkipUnfit,
-        ))
+        Ok(depth.show(ranked, query, &*self.services.tokens))
     }
 
     fn footprint(&self) -> Footprint {
