@@ -197,6 +197,33 @@ impl Store {
         self.read_map().values().cloned().collect()
     }
 
+    /// Settings that name a file on the server's disk (a router's `policy`)
+    /// may only name a file under `<data-dir>/policies/`: a tenant must not
+    /// make the server open any path it likes. The stored spec holds the
+    /// resolved path, so a restart opens the same file.
+    fn confine_paths(&self, mut spec: SubstrateSpec) -> Result<SubstrateSpec> {
+        let policies = self.root.join("policies");
+        for (key, value) in &mut spec.settings {
+            if key != "policy" {
+                continue;
+            }
+            let name = std::path::Path::new(value.as_str());
+            let plain = !name.as_os_str().is_empty()
+                && name
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !plain {
+                return Err(ServerError::BadRequest(format!(
+                    "setting `policy` must name a file inside the server's policies directory ({}), \
+                     without `..` or an absolute path; got {value:?}",
+                    policies.display()
+                )));
+            }
+            *value = policies.join(name).to_string_lossy().into_owned();
+        }
+        Ok(spec)
+    }
+
     /// Creates namespace `name` bound to `spec`.
     pub async fn create(&self, name: &str, spec: SubstrateSpec) -> Result<Arc<NamespaceHandle>> {
         Namespace::new(name).map_err(|e| ServerError::BadRequest(e.to_string()))?;
@@ -210,6 +237,7 @@ impl Store {
                 self.config.limits.max_namespaces
             )));
         }
+        let spec = self.confine_paths(spec)?;
         self.registry.check(&spec)?;
         let (substrate, background) = self.build(&spec)?;
         let meta = NamespaceMeta {
