@@ -177,6 +177,8 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             .or_default()
             .push(r);
     }
+    // Which runs are packing baselines (names and aliases), built once.
+    let registry = crate::registry::Registry::default();
     for ((dataset, budget, k), runs) in &groups {
         let answered = runs
             .iter()
@@ -237,7 +239,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             }
             out.push('\n');
         }
-        write_against_packing(&mut out, runs);
+        write_against_packing(&mut out, runs, &registry);
         for r in runs {
             if let Some(n) = r.number("reader_rejected").filter(|n| *n > 0.0) {
                 let _ = writeln!(
@@ -409,8 +411,11 @@ Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
 /// One line per substrate of the group saying how its whole-evidence
 /// coverage compares with the best packing baseline's
 /// ([`crate::baselines::PACKING_BASELINES`]) at the same budget.
-fn write_against_packing(out: &mut String, runs: &[&RunSummary]) {
-    let registry = crate::registry::Registry::default();
+fn write_against_packing(
+    out: &mut String,
+    runs: &[&RunSummary],
+    registry: &crate::registry::Registry,
+) {
     let name_of = |r: &RunSummary| {
         r.substrate
             .split(':')
@@ -418,7 +423,7 @@ fn write_against_packing(out: &mut String, runs: &[&RunSummary]) {
             .unwrap_or_default()
             .to_string()
     };
-    let is_packing = |r: &RunSummary| crate::baselines::is_packing_baseline(&registry, &name_of(r));
+    let is_packing = |r: &RunSummary| crate::baselines::is_packing_baseline(registry, &name_of(r));
     let best = runs
         .iter()
         .filter(|r| is_packing(r))

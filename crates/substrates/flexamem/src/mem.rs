@@ -367,19 +367,35 @@ impl FlexaMem {
     /// hybrid read of a memory embedded every piece (5 s on a LongMemEval
     /// haystack) and was billed as read latency. A configuration that ranks
     /// by BM25 alone skips it (ties still embed the few tied pieces).
-    pub(crate) async fn embed_new_pieces(&self, ns: &Namespace) -> Result<usize, FlexaError> {
+    ///
+    /// A write looks only at the newest units, back to the first one whose
+    /// pieces all have vectors, so it costs what it adds, not the whole
+    /// store; `everything` (manage) looks at every unit, which also fills
+    /// in a store restored with another embedder's vectors.
+    pub(crate) async fn embed_new_pieces(
+        &self,
+        ns: &Namespace,
+        everything: bool,
+    ) -> Result<usize, FlexaError> {
         if !self.config.ranks_by_vectors() {
             return Ok(0);
         }
         let todo: Vec<(PieceKey, String)> = {
             let s = self.read_state()?;
             let Some(st) = s.ns.get(ns) else { return Ok(0) };
-            st.units
-                .values()
-                .flat_map(|u| u.pieces())
-                .filter(|(k, _, _)| !st.piece_vecs.contains_key(k))
-                .map(|(k, p, _)| (k, p.shown()))
-                .collect()
+            let mut todo = Vec::new();
+            for u in st.units.values().rev() {
+                let before = todo.len();
+                todo.extend(
+                    u.pieces()
+                        .filter(|(k, _, _)| !st.piece_vecs.contains_key(k))
+                        .map(|(k, p, _)| (k, p.shown())),
+                );
+                if !everything && todo.len() == before {
+                    break;
+                }
+            }
+            todo
         };
         if todo.is_empty() {
             return Ok(0);

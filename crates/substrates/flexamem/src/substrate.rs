@@ -51,7 +51,7 @@ impl Substrate for FlexaMem {
             self.seal_pending(namespace)
                 .await
                 .map_err(|e| e.during("write"))?;
-            self.embed_new_pieces(namespace)
+            self.embed_new_pieces(namespace, false)
                 .await
                 .map_err(|e| e.during("write"))?;
             Ok(WriteReport {
@@ -103,7 +103,7 @@ impl Substrate for FlexaMem {
                     .seal_pending(ns)
                     .await
                     .map_err(|e| e.during("manage"))?;
-                self.embed_new_pieces(ns)
+                self.embed_new_pieces(ns, true)
                     .await
                     .map_err(|e| e.during("manage"))?;
             }

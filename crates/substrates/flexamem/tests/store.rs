@@ -475,6 +475,21 @@ async fn a_write_embeds_its_pieces_so_the_first_read_embeds_only_the_query() {
     let first = e.texts.load(Ordering::SeqCst) - after_write;
     // The query, and open units' provisional records at most.
     assert!(first <= 4, "first read embedded {first} texts");
+    // A later write embeds its own pieces, not the store's again.
+    let before = e.texts.load(Ordering::SeqCst);
+    let one_more = Event::Turn(Turn {
+        session_id: "late".into(),
+        session_date: None,
+        speaker: "Ana".into(),
+        text: "a short late remark".into(),
+        source_id: "late:1".into(),
+    });
+    m.write(&a, &[one_more]).await.unwrap();
+    let second = e.texts.load(Ordering::SeqCst) - before;
+    assert!(
+        second <= 4,
+        "a one-turn write embedded {second} texts of {after_write}"
+    );
     // A BM25-only configuration does not pay for vectors it never ranks by.
     let (services, bm25_only) = counted("hash-a");
     let cfg = FlexaConfig::default()
