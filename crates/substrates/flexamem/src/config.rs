@@ -101,9 +101,10 @@ pub struct FlexaConfig {
     /// alone is part of the whole-turn coverage gain measured in the crate
     /// docs.
     pub join_pieces: bool,
-    /// Stop words of the BM25 piece index. Default [`StopWords::English`],
-    /// the broad list that brought M2 to parity with `rank_bm25`; the paper
-    /// does not say which list it used.
+    /// Stop words of the BM25 piece index. Default [`StopWords::Lucene`], as
+    /// before: the broad list that brought M2 to parity with `rank_bm25`
+    /// (`english`) changes BM25 and hybrid piece ranking, including unit
+    /// recovery's hybrid excerpts for agents, and that was not measured.
     pub stop_words: StopWords,
 }
 
@@ -130,7 +131,7 @@ impl Default for FlexaConfig {
             record_max_tokens: 256,
             sticky_agent_merges: true,
             join_pieces: true,
-            stop_words: StopWords::English,
+            stop_words: StopWords::Lucene,
         }
     }
 }
