@@ -79,7 +79,9 @@ impl SubstrateSpec {
         Ok(spec)
     }
 
-    fn push_setting(&mut self, kv: &str) -> Result<()> {
+    /// Appends one `key=value` setting (the key lower-cased, both trimmed);
+    /// text without `=` is [`BenchError::BadSetting`].
+    pub fn push_setting(&mut self, kv: &str) -> Result<()> {
         let (k, v) = kv.split_once('=').ok_or_else(|| BenchError::BadSetting {
             substrate: self.name.clone(),
             setting: kv.into(),

@@ -12,10 +12,9 @@ use submem_bench::reader::ReaderSettings;
 use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run as run_bench, Models, RunOptions};
 use submem_bench::{report, summary, Dataset, DatasetKind};
-use submem_core::{Embedder, Llm, Regime, Services};
+use submem_core::{Regime, Services};
 use submem_models::{Config, LlmKind};
 
-use crate::lazy::{LazyEmbedder, LazyLlm};
 use crate::AnyError;
 
 /// Questions the local reader answers by default (a 135M model is slow and
@@ -110,28 +109,28 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 32)]
     pub answer_tokens: usize,
     /// Synthetic: conversations.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.conversations)]
     pub synth_conversations: usize,
     /// Synthetic: events per conversation (100 to 1,000,000).
-    #[arg(long, default_value_t = 240)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.units)]
     pub synth_units: usize,
     /// Synthetic: questions per conversation.
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.questions)]
     pub synth_questions: usize,
     /// Synthetic: events per session (write batch).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.session_size)]
     pub synth_session: usize,
     /// Synthetic: share of questions asked as paraphrases (0 to 1).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.paraphrase_share)]
     pub synth_paraphrase: f64,
     /// Synthetic: noise turns per fact that mention its attribute.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.noise_per_fact)]
     pub synth_noise: usize,
     /// Synthetic: `conversational` or `agentic`.
     #[arg(long, default_value = "conversational")]
     pub synth_regime: String,
     /// Synthetic: seed.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.seed)]
     pub seed: u64,
 }
 
@@ -158,26 +157,6 @@ fn timestamp() -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-fn lazy_llm(config: &Config, kind: LlmKind, role: &str) -> Option<Arc<dyn Llm>> {
-    let name = match kind {
-        LlmKind::None => return None,
-        LlmKind::Local => format!("local SmolLM2 ({role})"),
-        LlmKind::Openai => format!(
-            "openai {} ({role})",
-            config
-                .openai
-                .chat_model
-                .clone()
-                .unwrap_or_else(|| "<no model set>".into())
-        ),
-    };
-    let cfg = config.clone();
-    Some(Arc::new(LazyLlm::new(name, move || {
-        cfg.llm(kind)?
-            .ok_or_else(|| submem_models::ModelsError::Config("no LLM configured".into()))
-    })))
 }
 
 fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
@@ -207,7 +186,7 @@ fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
             noise_per_fact: args.synth_noise,
             regime,
             seed: args.seed,
-            ..SyntheticSpec::default()
+            ..SyntheticSpec::DEFAULT_RUN
         };
         return Ok(spec.dataset()?);
     }
@@ -271,19 +250,14 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
     };
 
     let tokens = config.token_counter()?;
-    let cfg = config.clone();
-    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new(
-        format!("{:?} embedder", config.services.embedder).to_lowercase(),
-        move || cfg.embedder(),
-    ));
     let services = Services {
-        llm: lazy_llm(&config, config.services.memory_llm, "memory"),
-        embedder,
+        llm: config.lazy_llm(config.services.memory_llm, "memory"),
+        embedder: config.lazy_embedder(),
         tokens,
     };
-    let reader = lazy_llm(&config, reader_kind, "reader");
+    let reader = config.lazy_llm(reader_kind, "reader");
     let judge = if reader.is_some() {
-        lazy_llm(&config, judge_kind, "judge")
+        config.lazy_llm(judge_kind, "judge")
     } else {
         None
     };

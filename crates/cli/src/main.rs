@@ -18,7 +18,6 @@
 //! Errors print as a readable chain on stderr with a non-zero exit code.
 
 mod bench_cmd;
-mod lazy;
 mod route_cmd;
 mod route_eval;
 mod serve_cmd;

@@ -15,7 +15,6 @@ use clap::{Args, Subcommand};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
 use submem_bench::reader::{fixed_prompt_tokens, ReaderSettings};
@@ -23,13 +22,12 @@ use submem_bench::registry::Registry;
 use submem_bench::registry_router::{build_router, RouterSettings};
 use submem_bench::{Dataset, DatasetKind};
 use submem_core::plugin::{BuildContext, SubstrateSettings};
-use submem_core::{Embedder, Namespace, Query, Regime, Services, Substrate};
+use submem_core::{Namespace, Query, Regime, Services, Substrate};
 use submem_models::Config;
 use submem_router::{
     fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, RouteNames, Scores,
 };
 
-use crate::lazy::LazyEmbedder;
 use crate::route_eval::{self, EvalArgs};
 use crate::AnyError;
 
@@ -339,12 +337,9 @@ async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyErro
     };
     settings.validate()?;
     let tokens = config.token_counter()?;
-    let cfg = config.clone();
-    let embedder: Arc<dyn Embedder> =
-        Arc::new(LazyEmbedder::new("embedder", move || cfg.embedder()));
     let services = Services {
         llm: None,
-        embedder,
+        embedder: config.lazy_embedder(),
         tokens: tokens.clone(),
     };
     let registry = Registry::default();

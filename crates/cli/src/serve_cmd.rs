@@ -14,12 +14,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use submem_bench::registry::Registry;
-use submem_core::{Embedder, Llm, Services};
-use submem_models::{Config, LlmKind};
+use submem_models::Config;
 use submem_server::config::{hash_key, split_config, ServerConfig};
 use submem_server::Server;
 
-use crate::lazy::{LazyEmbedder, LazyLlm};
 use crate::AnyError;
 
 /// `submem serve`.
@@ -58,42 +56,12 @@ pub fn load_config(path: Option<&Path>) -> Result<(ServerConfig, Config), AnyErr
     Ok((server, models))
 }
 
-fn lazy_llm(config: &Config) -> Option<Arc<dyn Llm>> {
-    let kind = config.services.memory_llm;
-    let name = match kind {
-        LlmKind::None => return None,
-        LlmKind::Local => "local SmolLM2 (memory)".to_string(),
-        LlmKind::Openai => format!(
-            "openai {} (memory)",
-            config.openai.chat_model.clone().unwrap_or_default()
-        ),
-    };
-    let cfg = config.clone();
-    Some(Arc::new(LazyLlm::new(name, move || {
-        cfg.llm(kind)?
-            .ok_or_else(|| submem_models::ModelsError::Config("no LLM configured".into()))
-    })))
-}
-
-fn services(config: &Config) -> Result<Services, AnyError> {
-    let cfg = config.clone();
-    let embedder: Arc<dyn Embedder> = Arc::new(LazyEmbedder::new(
-        format!("{:?} embedder", config.services.embedder).to_lowercase(),
-        move || cfg.embedder(),
-    ));
-    Ok(Services {
-        llm: lazy_llm(config),
-        embedder,
-        tokens: config.token_counter()?,
-    })
-}
-
 async fn open(
     data_dir: &Path,
     server_config: ServerConfig,
     models: &Config,
 ) -> Result<Server, AnyError> {
-    let services = services(models)?;
+    let services = models.lazy_services()?;
     Ok(Server::open(
         data_dir,
         Arc::new(Registry::default()),

@@ -44,6 +44,7 @@ pub mod check;
 pub mod config;
 pub mod embedder;
 pub mod error;
+pub mod lazy;
 pub mod llm;
 pub mod locate;
 pub mod openai;
@@ -56,6 +57,7 @@ pub use config::{
 };
 pub use embedder::MiniLmEmbedder;
 pub use error::{ModelsError, Result};
+pub use lazy::{LazyEmbedder, LazyLlm};
 pub use llm::{GenerateOptions, GgufTokenizer, LocalLlm, LocalLlmOptions, PrefixCache, Speed};
 pub use locate::{resolve_embedder_dir, resolve_llm_gguf, ModelLocator};
 pub use openai::OpenAiClient;

@@ -93,6 +93,22 @@ impl Default for SyntheticSpec {
 }
 
 impl SyntheticSpec {
+    /// The set of `submem bench`'s default run (and of `submem.bench()` in
+    /// Python): 2 conversations of 240 events in sessions of 30, 12 questions
+    /// each; the rest as [`SyntheticSpec::default`].
+    pub const DEFAULT_RUN: SyntheticSpec = SyntheticSpec {
+        conversations: 2,
+        units: 240,
+        questions: 12,
+        session_size: 30,
+        update_share: 0.4,
+        distractor_share: 0.5,
+        paraphrase_share: 0.5,
+        noise_per_fact: 2,
+        regime: Regime::Conversational,
+        seed: 42,
+    };
+
     /// Checks the settings.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(BenchError::InvalidOption(format!("synthetic dataset: {m}")));

@@ -1,12 +1,15 @@
 //! Services that load their model on first use, so that a run whose
 //! substrates never embed (M2, M10, the baselines) or never call an LLM does
-//! not pay for loading (or fetching) one.
+//! not pay for loading (or fetching) one. The command line, the server and the
+//! Python package all build their services here.
 
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 
+use crate::config::{Config, LlmKind};
+use crate::error::ModelsError;
+use submem_core::Services;
 use submem_core::{ChatRequest, Completion, Embedder, Llm, PrefixCaching, ServiceError};
-use submem_models::ModelsError;
 
 type Loader<T> = Box<dyn Fn() -> Result<T, ModelsError> + Send + Sync>;
 
@@ -138,5 +141,70 @@ impl Embedder for LazyEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError> {
         let e = self.get()?;
         e.embed(texts).await
+    }
+}
+
+impl Config {
+    /// An LLM of `kind` loaded on its first call, named for its `role`
+    /// (`memory`, `reader`, `judge`); `None` for [`LlmKind::None`]. A
+    /// misconfiguration (an OpenAI LLM with no chat model) surfaces at that
+    /// first call as a [`ServiceError`].
+    pub fn lazy_llm(&self, kind: LlmKind, role: &str) -> Option<Arc<dyn Llm>> {
+        let name = match kind {
+            LlmKind::None => return None,
+            LlmKind::Local => format!("local SmolLM2 ({role})"),
+            LlmKind::Openai => format!(
+                "openai {} ({role})",
+                self.openai
+                    .chat_model
+                    .clone()
+                    .unwrap_or_else(|| "<no model set>".into())
+            ),
+        };
+        let cfg = self.clone();
+        Some(Arc::new(LazyLlm::new(name, move || {
+            cfg.llm(kind)?
+                .ok_or_else(|| ModelsError::Config("no LLM configured".into()))
+        })))
+    }
+
+    /// The configured embedder, loaded on first use.
+    pub fn lazy_embedder(&self) -> Arc<dyn Embedder> {
+        let cfg = self.clone();
+        Arc::new(LazyEmbedder::new(
+            format!("{:?} embedder", self.services.embedder).to_lowercase(),
+            move || cfg.embedder(),
+        ))
+    }
+
+    /// The services substrates are built with (memory LLM per `[services]`),
+    /// each model loaded on first use; only the token counter is built now.
+    pub fn lazy_services(&self) -> crate::Result<Services> {
+        Ok(Services {
+            llm: self.lazy_llm(self.services.memory_llm, "memory"),
+            embedder: self.lazy_embedder(),
+            tokens: self.token_counter()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lazy_service_reports_its_load_error_at_first_use() {
+        let cfg = Config::default();
+        assert!(cfg.lazy_llm(LlmKind::None, "memory").is_none());
+        // OpenAI with no chat model: building is fine, the first call says why.
+        let llm = cfg.lazy_llm(LlmKind::Openai, "reader").expect("an LLM");
+        assert_eq!(llm.name(), "openai <no model set> (reader)");
+        let err = llm
+            .complete(&ChatRequest::new(vec![submem_core::ChatMessage::user(
+                "hi",
+            )]))
+            .await
+            .expect_err("no chat model is configured");
+        assert!(err.to_string().contains("chat model"), "{err}");
     }
 }
