@@ -175,8 +175,15 @@ impl Memory {
     fn load(py: Python<'_>, path: PathBuf, memory_llm: Option<&str>) -> PyResult<Self> {
         let manifest_path = path.join(MANIFEST);
         let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+            // A crash between save's two renames leaves the previous save aside.
+            let aside = aside_path(&path);
+            let hint = if aside.join(MANIFEST).exists() {
+                format!("; the previous save is at {}", aside.display())
+            } else {
+                String::new()
+            };
             StoreError::new_err(format!(
-                "{} is not a saved memory: cannot read {}: {e}",
+                "{} is not a saved memory: cannot read {}: {e}{hint}",
                 path.display(),
                 manifest_path.display()
             ))
@@ -335,8 +342,18 @@ impl Memory {
     }
 }
 
+/// Where a save moves the previous one while it swaps the new one in.
+fn aside_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "memory".into());
+    path.with_file_name(format!(".submem-old-{name}"))
+}
+
 /// Persists into a fresh sibling directory, then swaps it in, so a crash
-/// mid-save leaves the previous save whole.
+/// mid-save leaves the previous save whole (at worst moved aside, which
+/// `load` then names).
 async fn save_to(substrate: &Metered, manifest: &Manifest, path: &Path) -> PyResult<()> {
     let io = |what: &str, p: &Path, e: std::io::Error| {
         StoreError::new_err(format!("cannot {what} {}: {e}", p.display()))
@@ -366,12 +383,7 @@ async fn save_to(substrate: &Metered, manifest: &Manifest, path: &Path) -> PyRes
     std::fs::write(&manifest_path, text).map_err(|e| io("write", &manifest_path, e))?;
     let staged = staging.keep();
     if path.exists() {
-        let old = parent.join(format!(
-            ".submem-old-{}",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("memory")
-        ));
+        let old = aside_path(path);
         let _ = std::fs::remove_dir_all(&old);
         std::fs::rename(path, &old).map_err(|e| io("move aside", path, e))?;
         std::fs::rename(&staged, path).map_err(|e| io("move into place", path, e))?;

@@ -12,6 +12,11 @@
 //! frame, impossible length or checksum mismatch), truncates the file to the
 //! last whole record and says so in the logs. A failed append truncates its
 //! own partial frame at once, so later records never follow a torn one.
+//!
+//! A forget must not leave the forgotten text on disk, so the log can be
+//! rewritten whole ([`EventLog::rewrite`], [`live_history`]): the file log
+//! writes the new records beside the old file, fsyncs them and renames them
+//! over it, so a crash leaves one of the two logs whole, never a mix.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -57,6 +62,45 @@ pub trait EventLog: std::fmt::Debug + Send + Sync {
     async fn replay(&self, from: u64) -> Result<Vec<(u64, LogRecord)>>;
     /// The offset after the last record.
     fn end(&self) -> u64;
+    /// Replaces the whole log with `records` atomically (a crash leaves the
+    /// old log or the new one) and returns the new end. Offsets of the old
+    /// log mean nothing afterwards; the caller stops appends meanwhile.
+    async fn rewrite(&self, records: &[LogRecord]) -> Result<u64>;
+}
+
+/// The history `records` leave after their forgets: each write batch without
+/// the events a later record forgets (empty batches dropped), in order, and
+/// no forget records. Replaying it gives the live history, and none of the
+/// forgotten text is in it.
+pub fn live_history(records: impl IntoIterator<Item = LogRecord>) -> Vec<LogRecord> {
+    use std::collections::HashMap;
+    // Where each live source id sits: (batch, position in batch).
+    let mut batches: Vec<Vec<Option<Event>>> = Vec::new();
+    let mut at: HashMap<String, (usize, usize)> = HashMap::new();
+    for record in records {
+        match record {
+            LogRecord::Write { events } => {
+                let b = batches.len();
+                for (i, e) in events.iter().enumerate() {
+                    at.insert(e.source_id().to_string(), (b, i));
+                }
+                batches.push(events.into_iter().map(Some).collect());
+            }
+            LogRecord::Forget { source_ids } => {
+                for id in source_ids {
+                    if let Some((b, i)) = at.remove(&id) {
+                        batches[b][i] = None;
+                    }
+                }
+            }
+        }
+    }
+    batches
+        .into_iter()
+        .map(|b| b.into_iter().flatten().collect::<Vec<Event>>())
+        .filter(|events| !events.is_empty())
+        .map(|events| LogRecord::Write { events })
+        .collect()
 }
 
 /// An [`EventLog`] in one file.
@@ -75,6 +119,12 @@ struct Inner {
 impl FileLog {
     /// Opens (or creates) the log at `path`, truncating a torn tail.
     pub fn open(path: &Path) -> Result<Self> {
+        // A rewrite that crashed before its rename: the old log is whole.
+        let staged = Self::staging_path(path);
+        if staged.exists() {
+            tracing::warn!(log = %path.display(), "removing an unfinished log rewrite");
+            std::fs::remove_file(&staged).map_err(|e| ServerError::io(&staged, e))?;
+        }
         let existed = path.exists();
         let mut file = OpenOptions::new()
             .read(true)
@@ -113,6 +163,13 @@ impl FileLog {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Where a rewrite is staged before it is renamed over the log.
+    fn staging_path(path: &Path) -> PathBuf {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".rewrite");
+        path.with_file_name(name)
     }
 }
 
@@ -178,6 +235,30 @@ impl Inner {
         Ok(end)
     }
 
+    fn rewrite_blocking(&self, bytes: &[u8]) -> Result<u64> {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let staged = FileLog::staging_path(&self.path);
+        let io = |p: &Path, e| ServerError::io(p, e);
+        {
+            let mut f = File::create(&staged).map_err(|e| io(&staged, e))?;
+            f.write_all(bytes)
+                .and_then(|_| f.sync_all())
+                .map_err(|e| io(&staged, e))?;
+        }
+        std::fs::rename(&staged, &self.path).map_err(|e| io(&self.path, e))?;
+        if let Some(parent) = self.path.parent() {
+            sync_dir(parent)?;
+        }
+        *file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| io(&self.path, e))?;
+        let end = bytes.len() as u64;
+        self.end.store(end, Ordering::SeqCst);
+        Ok(end)
+    }
+
     fn replay_blocking(&self, from: u64) -> Result<Vec<(u64, LogRecord)>> {
         let end = self.end.load(Ordering::SeqCst);
         if from >= end {
@@ -228,6 +309,20 @@ impl EventLog for FileLog {
 
     fn end(&self) -> u64 {
         self.inner.end.load(Ordering::SeqCst)
+    }
+
+    async fn rewrite(&self, records: &[LogRecord]) -> Result<u64> {
+        let mut bytes = Vec::new();
+        for r in records {
+            bytes.extend_from_slice(&frame(r)?);
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.rewrite_blocking(&bytes))
+            .await
+            .map_err(|e| ServerError::Storage {
+                path: self.inner.path.clone(),
+                message: format!("rewrite task failed: {e}"),
+            })?
     }
 }
 
@@ -289,5 +384,67 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let log = FileLog::open(&path).unwrap();
         assert_eq!(log.end(), b);
+    }
+
+    #[test]
+    fn live_history_drops_forgotten_events_and_forget_records() {
+        let batch = |ids: &[&str]| LogRecord::Write {
+            events: ids
+                .iter()
+                .flat_map(|id| match write(id) {
+                    LogRecord::Write { events } => events,
+                    LogRecord::Forget { .. } => Vec::new(),
+                })
+                .collect(),
+        };
+        let forget = |ids: &[&str]| LogRecord::Forget {
+            source_ids: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        let live = live_history(vec![
+            batch(&["a", "b"]),
+            forget(&["a", "zz"]),
+            batch(&["c"]),
+            forget(&["c"]),
+            batch(&["d", "e"]),
+        ]);
+        assert_eq!(live, vec![batch(&["b"]), batch(&["d", "e"])]);
+    }
+
+    #[tokio::test]
+    async fn a_rewrite_replaces_the_log_whole_and_appends_follow_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.log");
+        let log = FileLog::open(&path).unwrap();
+        log.append(&write("secret")).await.unwrap();
+        log.append(&write("kept")).await.unwrap();
+        log.append(&LogRecord::Forget {
+            source_ids: vec!["secret".into()],
+        })
+        .await
+        .unwrap();
+        let live = live_history(log.replay(0).await.unwrap().into_iter().map(|(_, r)| r));
+        let end = log.rewrite(&live).await.unwrap();
+        assert_eq!(end, std::fs::metadata(&path).unwrap().len());
+        let more = log.append(&write("after")).await.unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("secret"));
+        drop(log);
+        let log = FileLog::open(&path).unwrap();
+        assert_eq!(log.end(), more);
+        let all: Vec<LogRecord> = log
+            .replay(0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
+        assert_eq!(all, vec![write("kept"), write("after")]);
+
+        // A rewrite that crashed before its rename leaves the old log whole.
+        std::fs::write(dir.path().join("events.log.rewrite"), b"partial").unwrap();
+        drop(log);
+        let log = FileLog::open(&path).unwrap();
+        assert_eq!(log.replay(0).await.unwrap().len(), 2);
+        assert!(!dir.path().join("events.log.rewrite").exists());
     }
 }

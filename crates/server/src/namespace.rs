@@ -419,6 +419,8 @@ async fn apply_record(ns: &Namespace, s: &Metered, record: LogRecord) -> submem_
 impl Applier {
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Op>) {
         let mut since_snapshot = 0u64;
+        // A forget was applied and its text is still in the log.
+        let mut compaction_due = false;
         while let Some(op) = rx.recv().await {
             if let Some(j) = &op.job {
                 self.jobs.start(j);
@@ -456,6 +458,7 @@ impl Applier {
             if logged {
                 since_snapshot += 1;
             }
+            compaction_due |= matches!(out, Ok(Outcome::Forgotten(n)) if n > 0);
             let managed = matches!(out, Ok(Outcome::Managed(_)));
             let snap_now = managed
                 || (since_snapshot >= self.snapshot_every
@@ -469,6 +472,21 @@ impl Applier {
             }
             if let Some(reply) = op.reply {
                 let _ = reply.send(out);
+            }
+            if compaction_due {
+                match self.compact().await {
+                    Ok(true) => {
+                        compaction_due = false;
+                        since_snapshot = 0;
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        compaction_due = false;
+                        tracing::error!(namespace = %self.ns, error = %e,
+                            "log compaction failed; forgotten text stays in the log until the next forget")
+                    }
+                }
             }
             if snap_now {
                 since_snapshot = 0;
@@ -530,6 +548,31 @@ impl Applier {
             Err(e) => tracing::error!(namespace = %self.ns, error = %e,
                 "cannot log the undo of a refused batch; a restart will replay it"),
         }
+    }
+
+    /// Rewrites the log to the live history (no forgotten event, no forget
+    /// record) and snapshots the substrate over it, so a forget leaves none
+    /// of the forgotten text in the namespace's files. Waits (`false`) while
+    /// a logged record is not applied yet, since queued operations carry
+    /// offsets of the old log. Snapshots go first: their offsets would name
+    /// positions in the old log, and a crash before the new snapshot then
+    /// only means a full replay.
+    async fn compact(&self) -> Result<bool> {
+        let _appends = self.sources.lock().await;
+        let end = self.log.end();
+        if self.offsets.applied.load(Ordering::SeqCst) != end {
+            return Ok(false);
+        }
+        let records = self.log.replay(0).await?;
+        let live = crate::log::live_history(records.into_iter().map(|(_, r)| r));
+        snapshot::remove_all(&self.dir)?;
+        self.offsets.snapshot.store(0, Ordering::SeqCst);
+        let new_end = self.log.rewrite(&live).await?;
+        self.offsets.applied.store(new_end, Ordering::SeqCst);
+        snapshot::take(&self.dir, self.substrate.as_ref(), new_end).await?;
+        self.offsets.snapshot.store(new_end, Ordering::SeqCst);
+        tracing::info!(namespace = %self.ns, from = end, to = new_end, "log compacted after a forget");
+        Ok(true)
     }
 
     /// Persists the substrate unless the newest snapshot already covers

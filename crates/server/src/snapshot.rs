@@ -99,6 +99,15 @@ pub async fn take(dir: &Path, substrate: &dyn Substrate, offset: u64) -> Result<
     Ok(done)
 }
 
+/// Removes every snapshot of `dir` (before the log is rewritten: their
+/// offsets would name positions of the old log), durably.
+pub fn remove_all(dir: &Path) -> Result<()> {
+    for (_, path) in list(dir) {
+        std::fs::remove_dir_all(&path).map_err(|e| ServerError::io(&path, e))?;
+    }
+    sync_dir(dir)
+}
+
 /// Removes `.tmp` snapshot directories a crash left behind.
 pub fn remove_stale_tmp(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -17,6 +17,8 @@ SmolLM2-135M-Instruct run with candle, o200k token budgets), with no server.
 Reads and writes release the GIL, so a thread pool of readers runs in
 parallel. Models are loaded on first use and cached as the command line
 caches them (``SUBMEM_CACHE_DIR``); the ``SUBMEM_*`` variables configure them.
+With ``multiprocessing``, use the ``spawn`` start method: a forked child
+inherits the runtime and the models' thread pools without their threads.
 """
 
 from __future__ import annotations

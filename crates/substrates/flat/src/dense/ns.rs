@@ -2,7 +2,9 @@
 //! their unit vectors, tombstones, and (at or above
 //! [`DenseConfig::exact_threshold`] live units) an HNSW [`Graph`] over them.
 //!
-//! Forgetting only sets a tombstone, which reads filter out;
+//! Forgetting sets a tombstone, which reads filter out, and clears the
+//! slot's text and vector (the HNSW graph keeps its copy of the point until
+//! compaction);
 //! [`DenseNs::compact`] drops the tombstoned slots and rebuilds the graph from
 //! the survivors. A restore gets the saved graph back as it was (see
 //! [`super::graph`]), so it answers every query the same way.
@@ -196,6 +198,15 @@ impl DenseNs {
         for id in source_ids {
             if let Some(slot) = self.ids.remove(id) {
                 self.alive[slot] = false;
+                // The slot stays until compaction (graph point ids are
+                // slots), its content does not: no persisted copy may hold
+                // a forgotten event's text or vector.
+                let unit = &mut self.units[slot];
+                unit.text = String::new();
+                unit.source_id = String::new();
+                unit.tokens = 0;
+                let dim = self.dim;
+                self.vectors[slot * dim..(slot + 1) * dim].fill(0.0);
                 self.dead += 1;
                 n += 1;
             }
