@@ -101,3 +101,41 @@ fn out_of_tree_example_passes_conformance_and_is_benched() {
         "{report}"
     );
 }
+
+/// The `[profile.*]` tables of a manifest, as text (comments dropped).
+fn profile_tables(manifest: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line.starts_with("[profile.");
+        }
+        if inside && !line.is_empty() && !line.starts_with('#') {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The example copies the workspace's profiles so that its build reuses the
+/// workspace's compiled dependencies; a profile edited in one place only
+/// would make the test above compile every dependency again (minutes).
+#[test]
+fn the_example_profiles_match_the_workspace() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let read = |p: &str| std::fs::read_to_string(workspace.join(p)).unwrap();
+    let ours = profile_tables(&read("Cargo.toml"));
+    let example = profile_tables(&read("examples/out-of-tree-substrate/Cargo.toml"));
+    let example_deps: String = example
+        .split("[profile.")
+        .filter(|t| !t.starts_with("dev.package.submem-"))
+        .collect::<Vec<_>>()
+        .join("[profile.");
+    assert!(ours.contains("[profile.dev]"), "{ours}");
+    assert_eq!(
+        example_deps, ours,
+        "copy the workspace's [profile.*] tables into the example"
+    );
+}
