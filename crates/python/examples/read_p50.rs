@@ -22,6 +22,10 @@ struct Data {
 
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
+// The same allocator as the extension (and the `submem` binary).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]

@@ -20,6 +20,13 @@ use submem_bench::registry::Registry;
 
 pub use errors::{Error, InputError, ModelError, SettingsError, StoreError};
 
+/// The Rust side allocates through mimalloc, as the `submem` binary does:
+/// candle allocates a tensor per operation, and with the system allocator a
+/// MiniLM query embedding takes about twice as long (Python's own objects
+/// still use Python's allocator).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The registry every `Memory` and `bench` call builds from.
 static REGISTRY: LazyLock<Arc<Registry>> = LazyLock::new(|| Arc::new(Registry::default()));
 
