@@ -13,24 +13,47 @@ use submem_core::{ChatRequest, Completion, Embedder, Llm, PrefixCaching, Service
 
 type Loader<T> = Box<dyn Fn() -> Result<T, ModelsError> + Send + Sync>;
 
-fn load_err(what: &str, e: ModelsError) -> ServiceError {
-    ServiceError::Model {
-        model: what.to_string(),
-        source: Box::new(e),
+/// A model called `name` until its loader runs, on first use; a failed load
+/// is retried at the next use.
+struct Lazy<T: Clone> {
+    name: String,
+    kind: &'static str,
+    loader: Loader<T>,
+    cell: Mutex<Option<T>>,
+}
+
+impl<T: Clone> Lazy<T> {
+    fn new(name: String, kind: &'static str, loader: Loader<T>) -> Self {
+        Lazy {
+            name,
+            kind,
+            loader,
+            cell: Mutex::new(None),
+        }
+    }
+
+    fn get(&self) -> Result<T, ServiceError> {
+        let mut cell = self.cell.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cell.as_ref() {
+            return Ok(m.clone());
+        }
+        tracing::info!(model = %self.name, kind = self.kind, "loading model");
+        let m = (self.loader)().map_err(|e| ServiceError::Model {
+            model: self.name.clone(),
+            source: Box::new(e),
+        })?;
+        *cell = Some(m.clone());
+        Ok(m)
     }
 }
 
 /// An LLM loaded on its first call.
-pub struct LazyLlm {
-    name: String,
-    loader: Loader<Arc<dyn Llm>>,
-    cell: Mutex<Option<Arc<dyn Llm>>>,
-}
+pub struct LazyLlm(Lazy<Arc<dyn Llm>>);
 
 impl std::fmt::Debug for LazyLlm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LazyLlm")
-            .field("name", &self.name)
+            .field("name", &self.0.name)
             .finish_non_exhaustive()
     }
 }
@@ -41,38 +64,23 @@ impl LazyLlm {
         name: impl Into<String>,
         loader: impl Fn() -> Result<Arc<dyn Llm>, ModelsError> + Send + Sync + 'static,
     ) -> Self {
-        LazyLlm {
-            name: name.into(),
-            loader: Box::new(loader),
-            cell: Mutex::new(None),
-        }
-    }
-
-    fn get(&self) -> Result<Arc<dyn Llm>, ServiceError> {
-        let mut cell = self.cell.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = cell.as_ref() {
-            return Ok(l.clone());
-        }
-        tracing::info!(llm = %self.name, "loading LLM");
-        let l = (self.loader)().map_err(|e| load_err(&self.name, e))?;
-        *cell = Some(l.clone());
-        Ok(l)
+        LazyLlm(Lazy::new(name.into(), "LLM", Box::new(loader)))
     }
 }
 
 #[async_trait]
 impl Llm for LazyLlm {
     fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
-        let llm = self.get()?;
+        let llm = self.0.get()?;
         llm.complete(request).await
     }
     /// Loads the model (a caller asking for the capability is about to use
     /// it) and passes its capability through; `None` if loading fails.
     fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
-        match self.get() {
+        match self.0.get() {
             Ok(llm) => llm.prefix_caching(),
             Err(e) => {
                 tracing::warn!(error = %e, "LLM unavailable; no prefix caching");
@@ -83,16 +91,12 @@ impl Llm for LazyLlm {
 }
 
 /// An embedder loaded on first use.
-pub struct LazyEmbedder {
-    name: String,
-    loader: Loader<Arc<dyn Embedder>>,
-    cell: Mutex<Option<Arc<dyn Embedder>>>,
-}
+pub struct LazyEmbedder(Lazy<Arc<dyn Embedder>>);
 
 impl std::fmt::Debug for LazyEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LazyEmbedder")
-            .field("name", &self.name)
+            .field("name", &self.0.name)
             .finish_non_exhaustive()
     }
 }
@@ -103,43 +107,28 @@ impl LazyEmbedder {
         name: impl Into<String>,
         loader: impl Fn() -> Result<Arc<dyn Embedder>, ModelsError> + Send + Sync + 'static,
     ) -> Self {
-        LazyEmbedder {
-            name: name.into(),
-            loader: Box::new(loader),
-            cell: Mutex::new(None),
-        }
-    }
-
-    fn get(&self) -> Result<Arc<dyn Embedder>, ServiceError> {
-        let mut cell = self.cell.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = cell.as_ref() {
-            return Ok(l.clone());
-        }
-        tracing::info!(embedder = %self.name, "loading embedder");
-        let l = (self.loader)().map_err(|e| load_err(&self.name, e))?;
-        *cell = Some(l.clone());
-        Ok(l)
+        LazyEmbedder(Lazy::new(name.into(), "embedder", Box::new(loader)))
     }
 }
 
 #[async_trait]
 impl Embedder for LazyEmbedder {
     fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
     /// Loads the model to learn its dimension; 0 (with an error logged) when
     /// it cannot be loaded — the next `embed` then reports the error.
     fn dimension(&self) -> usize {
-        match self.get() {
+        match self.0.get() {
             Ok(e) => e.dimension(),
             Err(err) => {
-                tracing::error!(embedder = %self.name, error = %err, "cannot load the embedder");
+                tracing::error!(embedder = %self.0.name, error = %err, "cannot load the embedder");
                 0
             }
         }
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError> {
-        let e = self.get()?;
+        let e = self.0.get()?;
         e.embed(texts).await
     }
 }

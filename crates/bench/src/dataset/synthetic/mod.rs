@@ -77,36 +77,33 @@ pub struct SyntheticSpec {
 
 impl Default for SyntheticSpec {
     fn default() -> Self {
-        SyntheticSpec {
-            conversations: 2,
-            units: 300,
-            questions: 12,
-            session_size: 25,
-            update_share: 0.4,
-            distractor_share: 0.5,
-            paraphrase_share: 0.5,
-            noise_per_fact: 2,
-            regime: Regime::Conversational,
-            seed: 42,
-        }
+        SyntheticSpec::DEFAULT
     }
 }
 
 impl SyntheticSpec {
-    /// The set of `submem bench`'s default run (and of `submem.bench()` in
-    /// Python): 2 conversations of 240 events in sessions of 30, 12 questions
-    /// each; the rest as [`SyntheticSpec::default`].
-    pub const DEFAULT_RUN: SyntheticSpec = SyntheticSpec {
+    /// The defaults: 2 conversations of 300 events in sessions of 25, 12
+    /// questions each, 40% of facts updated, half the questions paraphrased.
+    pub const DEFAULT: SyntheticSpec = SyntheticSpec {
         conversations: 2,
-        units: 240,
+        units: 300,
         questions: 12,
-        session_size: 30,
+        session_size: 25,
         update_share: 0.4,
         distractor_share: 0.5,
         paraphrase_share: 0.5,
         noise_per_fact: 2,
         regime: Regime::Conversational,
         seed: 42,
+    };
+
+    /// The set of `submem bench`'s default run (and of `submem.bench()` in
+    /// Python): 2 conversations of 240 events in sessions of 30, 12 questions
+    /// each; the rest as [`SyntheticSpec::default`].
+    pub const DEFAULT_RUN: SyntheticSpec = SyntheticSpec {
+        units: 240,
+        session_size: 30,
+        ..SyntheticSpec::DEFAULT
     };
 
     /// Checks the settings.
