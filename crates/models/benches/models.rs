@@ -8,6 +8,12 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+// The allocator of the `submem` binary and the Python extension: candle
+// allocates per tensor op, so the system allocator would measure another
+// program than the one users run.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use submem_core::TokenCounter;
 use submem_models::check::sample_sentences;
 use submem_models::{Config, LlmWeights, LocalLlm, LocalLlmOptions, O200kCounter};
