@@ -12,7 +12,7 @@ use submem_bench::reader::ReaderSettings;
 use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run as run_bench, Models, RunOptions};
 use submem_bench::{report, summary, Dataset, DatasetKind};
-use submem_core::{Regime, Services};
+use submem_core::Regime;
 use submem_models::{Config, LlmKind};
 
 use crate::AnyError;
@@ -249,12 +249,7 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         None => None,
     };
 
-    let tokens = config.token_counter()?;
-    let services = Services {
-        llm: config.lazy_llm(config.services.memory_llm, "memory"),
-        embedder: config.lazy_embedder(),
-        tokens,
-    };
+    let services = config.lazy_services()?;
     let reader = config.lazy_llm(reader_kind, "reader");
     let judge = if reader.is_some() {
         config.lazy_llm(judge_kind, "judge")

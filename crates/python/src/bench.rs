@@ -17,10 +17,9 @@ use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::registry::SubstrateSpec;
 use submem_bench::runner::{run, Models, RunOptions};
 use submem_bench::{report, summary, Dataset, DatasetKind};
-use submem_core::Services;
 use submem_models::Config;
 
-use crate::errors::{bench_err, models_err, InputError, SettingsError, StoreError};
+use crate::errors::{bench_err, models_err, SettingsError, StoreError};
 use crate::{block_on, REGISTRY};
 
 /// The synthetic spec: `submem bench`'s default set with `overrides` (a dict of its fields)
@@ -140,11 +139,7 @@ pub fn bench<'py>(
     let judge = reader_llm
         .as_ref()
         .and_then(|_| config.lazy_llm(judge_kind, "judge"));
-    let services = Services {
-        llm: config.lazy_llm(config.services.memory_llm, "memory"),
-        embedder: config.lazy_embedder(),
-        tokens: config.token_counter().map_err(models_err)?,
-    };
+    let services = config.lazy_services().map_err(models_err)?;
     let models = Arc::new(Models {
         services,
         reader: reader_llm,
@@ -200,7 +195,7 @@ pub fn bench<'py>(
     })?
     .map_err(bench_err)?;
     if outcome.items.is_empty() && !outcome.failures.is_empty() {
-        return Err(InputError::new_err(format!(
+        return Err(crate::Error::new_err(format!(
             "every task failed: {}",
             outcome.failures.join("; ")
         )));

@@ -17,7 +17,7 @@ use submem_bench::registry::SubstrateSpec;
 use submem_core::{
     Event, Forget, MeteredSubstrate, Namespace, Query, Recall as CoreRecall, Substrate,
 };
-use submem_models::{Config, LlmKind};
+use submem_models::Config;
 
 use crate::errors::{bench_err, core_err, models_err, InputError, SettingsError, StoreError};
 use crate::{block_on, REGISTRY};
@@ -56,11 +56,6 @@ fn events_of(list: &Bound<'_, PyAny>) -> PyResult<Vec<Event>> {
         out.push(event);
     }
     Ok(out)
-}
-
-/// Parses `local`, `openai` or `none`.
-fn llm_kind(name: &str) -> PyResult<LlmKind> {
-    name.parse::<LlmKind>().map_err(models_err)
 }
 
 /// What a read returns: the rendered memory block and what it shows.
@@ -125,7 +120,7 @@ impl Memory {
     fn build(py: Python<'_>, spec: SubstrateSpec, memory_llm: Option<&str>) -> PyResult<Self> {
         let mut config = Config::load(None).map_err(models_err)?;
         if let Some(kind) = memory_llm {
-            config.services.memory_llm = llm_kind(kind)?;
+            config.services.memory_llm = kind.parse().map_err(models_err)?;
         }
         REGISTRY.check(&spec).map_err(bench_err)?;
         let services = config.lazy_services().map_err(models_err)?;
