@@ -162,6 +162,7 @@ pub mod render;
 pub mod state;
 mod substrate;
 pub mod timeline;
+pub mod vectors;
 
 pub use config::{FlexaConfig, Ranking, RecoveryMode};
 pub use error::FlexaError;

@@ -589,7 +589,7 @@ impl FlexaMem {
                             for ((target, _), v) in need.embed.into_iter().zip(vecs) {
                                 match target {
                                     EmbedTarget::Piece(k) => {
-                                        st.piece_vecs.insert(k, v);
+                                        st.piece_vecs.insert(k, &v);
                                     }
                                     EmbedTarget::Provisional(k) => {
                                         // Older provisional vectors of this unit are stale.

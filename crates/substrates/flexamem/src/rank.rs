@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use submem_core::cosine;
 
 use crate::state::PieceKey;
+use crate::vectors::PieceVectors;
 use crate::Ranking;
 
 /// Reciprocal rank fusion constant.
@@ -97,6 +98,19 @@ fn bm25_ranking<'v>(
     Ok(pos)
 }
 
+/// Dense ranking of every held piece vector that `keep` accepts, in one pass
+/// over the vector rows: the same order as [`rank_pieces`] with
+/// [`Ranking::Dense`] over those pieces.
+pub fn dense_ranking_of_all(
+    vectors: &PieceVectors,
+    qvec: &[f32],
+    keep: impl FnMut(&PieceKey) -> bool,
+) -> Vec<Ranked> {
+    let mut out = vectors.cosines(qvec, keep);
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
 fn dense_ranking<'v>(
     items: &[(PieceKey, f32)],
     vec_of: &dyn Fn(PieceKey) -> Option<&'v [f32]>,
@@ -155,6 +169,30 @@ mod tests {
         let items = [((1, 0), 1.0), ((2, 0), 2.0)];
         assert!(rank_pieces(&items, Ranking::Bm25, &none, &[1.0]).is_ok());
         assert!(rank_pieces(&items, Ranking::Dense, &none, &[1.0]).is_err());
+    }
+
+    #[test]
+    fn dense_ranking_of_all_matches_dense_ranking() {
+        let mut pv = PieceVectors::default();
+        let vecs = [
+            ((1, 0), [0.6f32, 0.8]),
+            ((2, 0), [1.0, 0.0]),
+            ((2, 1), [0.8, 0.6]),
+            ((3, 0), [0.0, 1.0]),
+        ];
+        for (k, v) in &vecs {
+            pv.insert(*k, v);
+        }
+        let q = [0.8f32, 0.6];
+        let items: Vec<(PieceKey, f32)> = vecs.iter().map(|(k, _)| (*k, 0.0)).collect();
+        let look = |k: PieceKey| pv.get(&k);
+        let one = rank_pieces(&items, Ranking::Dense, &look, &q).unwrap();
+        assert_eq!(dense_ranking_of_all(&pv, &q, |_| true), one);
+        let some = dense_ranking_of_all(&pv, &q, |k| k.0 != 2);
+        assert_eq!(
+            some.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![(1, 0), (3, 0)]
+        );
     }
 
     #[test]

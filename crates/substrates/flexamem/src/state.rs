@@ -20,6 +20,7 @@ use submem_kit::text::StopWords;
 
 use crate::pieces::{cut_event, Piece};
 use crate::record::UnitKind;
+use crate::vectors::PieceVectors;
 
 /// A piece's key: the event's sequence number and the piece's index in it.
 pub type PieceKey = (u64, u32);
@@ -256,7 +257,7 @@ pub struct NsState {
     pub session_opener: Option<(String, String)>,
     /// Cache: piece vectors, computed when first needed; snapshots keep them
     /// ([`LogRecord::PieceVectors`]).
-    pub piece_vecs: HashMap<PieceKey, Vec<f32>>,
+    pub piece_vecs: PieceVectors,
     /// Cache: provisional note vectors of unsealed units, by (unit, version, events).
     pub provisional: HashMap<(u64, u32, usize), Vec<f32>>,
     /// Tombstones since the last compaction.
@@ -521,7 +522,7 @@ impl State {
                             .and_then(|u| u.events.iter().find(|e| e.seq == *seq))
                             .is_some_and(|e| (*piece as usize) < e.pieces.len());
                         if exists {
-                            st.piece_vecs.insert((*seq, *piece), vector.clone());
+                            st.piece_vecs.insert((*seq, *piece), vector);
                         }
                     }
                 }
@@ -624,13 +625,10 @@ impl State {
                     key: k.clone(),
                 });
             }
-            let mut keys: Vec<&PieceKey> = st.piece_vecs.keys().collect();
-            keys.sort();
-            for chunk in keys.chunks(PIECE_VECTORS_PER_RECORD) {
-                let pieces = chunk
-                    .iter()
-                    .filter_map(|k| st.piece_vecs.get(k).map(|v| (k.0, k.1, v.clone())))
-                    .collect();
+            let mut vectors: Vec<(&PieceKey, &[f32])> = st.piece_vecs.iter().collect();
+            vectors.sort_by_key(|(k, _)| **k);
+            for chunk in vectors.chunks(PIECE_VECTORS_PER_RECORD) {
+                let pieces = chunk.iter().map(|(k, v)| (k.0, k.1, v.to_vec())).collect();
                 out.push(LogRecord::PieceVectors {
                     ns: ns.clone(),
                     embedder: self.embedder.clone(),

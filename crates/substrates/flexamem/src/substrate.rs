@@ -144,11 +144,7 @@ impl Substrate for FlexaMem {
                 f.stored_tokens += m.tokens as u64;
                 f.memory_bytes += m.text.len() as u64;
             }
-            f.memory_bytes += st
-                .piece_vecs
-                .values()
-                .map(|v| 4 * v.len() as u64)
-                .sum::<u64>();
+            f.memory_bytes += st.piece_vecs.bytes();
         }
         f.disk_bytes = self
             .log

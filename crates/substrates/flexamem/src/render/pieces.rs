@@ -42,12 +42,17 @@ impl Renderer<'_, '_> {
                     .get(&k.0)
                     .is_some_and(|u| past_of.contains_key(u))
         };
-        let scored: Vec<(PieceKey, f32)> = st
-            .bm25
-            .score(&terms)
-            .into_iter()
-            .filter(|(k, s)| *s > 0.0 && in_past(k))
-            .collect();
+        // Dense ranking reads no BM25 score: skip scoring every piece.
+        let dense = cfg.piece_ranking == crate::Ranking::Dense;
+        let scored: Vec<(PieceKey, f32)> = if dense {
+            Vec::new()
+        } else {
+            st.bm25
+                .score(&terms)
+                .into_iter()
+                .filter(|(k, s)| *s > 0.0 && in_past(k))
+                .collect()
+        };
         let lookup_piece = |k: PieceKey| -> Option<(usize, String, usize)> {
             let ui = *past_of.get(st.seq_unit.get(&k.0)?)?;
             let u = self.past[ui].u;
@@ -59,7 +64,7 @@ impl Renderer<'_, '_> {
                 ev.piece_tokens.get(k.1 as usize).copied().unwrap_or(0),
             ))
         };
-        let look = |k: PieceKey| st.piece_vecs.get(&k).map(Vec::as_slice);
+        let look = |k: PieceKey| st.piece_vecs.get(&k);
         let header_cost = counter.count(PIECES_HEADER) + self.sep;
         let r0 = (self.a as i64 - built.tl.tokens() as i64 - header_cost as i64 - self.sep as i64)
             .max(0) as usize;
@@ -74,6 +79,11 @@ impl Renderer<'_, '_> {
         let (chosen, piece_info, ranking) = loop {
             let items: Vec<(PieceKey, f32)> = if cfg.piece_ranking == crate::Ranking::Bm25 {
                 top_with_ties(&scored, want)
+            } else if dense {
+                self.past
+                    .iter()
+                    .flat_map(|p| p.u.pieces().map(|(k, _, _)| (k, 0.0)))
+                    .collect()
             } else {
                 let scores: HashMap<PieceKey, f32> = scored.iter().copied().collect();
                 self.past
@@ -83,7 +93,15 @@ impl Renderer<'_, '_> {
                     .collect()
             };
             let complete = items.len() >= scored.len() || cfg.piece_ranking != crate::Ranking::Bm25;
-            let ranked = match rank_pieces(&items, cfg.piece_ranking, &look, self.ctx.piece_qvec) {
+            // Dense ranking over pieces that all have vectors: one pass over
+            // the vector rows instead of a lookup per piece.
+            let all_rows = dense
+                .then(|| dense_ranking_of_all(&st.piece_vecs, self.ctx.piece_qvec, |k| in_past(k)));
+            let ranked = match all_rows.filter(|r| r.len() == items.len()) {
+                Some(r) => Ok(r),
+                None => rank_pieces(&items, cfg.piece_ranking, &look, self.ctx.piece_qvec),
+            };
+            let ranked = match ranked {
                 Ok(r) => r,
                 Err(missing) => {
                     let embed = missing
@@ -123,6 +141,13 @@ impl Renderer<'_, '_> {
             let full = self.with_window(&text);
             let tokens = counter.count(&full);
             if tokens <= self.allowance {
+                // The pieces' share is what the render holds beyond the
+                // timeline and the window: one count of the whole text, not a
+                // second count of the (8k-token) block.
+                let mut tb = tb;
+                if !chosen.is_empty() {
+                    tb.pieces = tokens.saturating_sub(tb.record + tb.window);
+                }
                 let mut out = self.finish_pieces(&built, &chosen, &c, full, tokens, tb, &entries);
                 if let Outcome::Done(done) = &mut out {
                     done.rendered.trace = trace;
@@ -190,9 +215,7 @@ impl Renderer<'_, '_> {
                 }
                 lines.push(l);
             }
-            let block = lines.join("\n");
-            tb.pieces = self.ctx.counter.count(&block);
-            parts.push(block);
+            parts.push(lines.join("\n"));
         }
         (join(&parts), tb, entries)
     }
@@ -342,11 +365,16 @@ impl Renderer<'_, '_> {
         let shown: HashSet<&str> = sources.iter().map(|s| s.source_id.as_str()).collect();
         let mut rec: Vec<usize> = entries.iter().flat_map(|e| e.first..=e.last).collect();
         rec.sort_by(|a, b| c[*b].total_cmp(&c[*a]).then(a.cmp(b)));
-        let mut extra = Vec::new();
+        let mut extra = Vec::with_capacity(rec.len() * 5);
         for i in rec {
-            for hit in event_hits(self.past[i].u, c[i], Resolution::Record) {
-                if !shown.contains(hit.source_id.as_str()) {
-                    extra.push(hit);
+            for e in &self.past[i].u.events {
+                let id = e.event.source_id();
+                if !shown.contains(id) {
+                    extra.push(SourceHit {
+                        source_id: id.to_string(),
+                        score: c[i],
+                        resolution: Resolution::Record,
+                    });
                 }
             }
         }

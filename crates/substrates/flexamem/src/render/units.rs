@@ -74,7 +74,7 @@ impl Renderer<'_, '_> {
             .map(|(k, _, _)| (*k, self.ctx.st.bm25.score_doc(terms, *k)))
             .collect();
         let st = self.ctx.st;
-        let look = |k: PieceKey| st.piece_vecs.get(&k).map(Vec::as_slice);
+        let look = |k: PieceKey| st.piece_vecs.get(&k);
         let ranked = match rank_pieces(&items, self.ctx.cfg.ranking, &look, self.ctx.piece_qvec) {
             Ok(r) => r,
             Err(missing) => {
