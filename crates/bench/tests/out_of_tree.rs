@@ -82,6 +82,23 @@ fn out_of_tree_example_passes_conformance_and_is_benched() {
         "{stderr}example built and ran in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    // After `cargo test --workspace` has built everything, a third-party crate
+    // compiled here means the example resolved other features than the
+    // workspace: say which, since each drags a rebuild of what is above it.
+    // (Not a failure: `cargo test -p` resolves a narrower feature set.)
+    let rebuilt: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Compiling "))
+        .filter(|c| !c.contains("(/") && !c.contains("(file:"))
+        .collect();
+    if !rebuilt.is_empty() {
+        eprintln!(
+            "note: the example compiled {} dependencies the workspace build did not share \
+             ({}); compare their features with the build-sharing block of its Cargo.toml",
+            rebuilt.len(),
+            rebuilt.join(", ")
+        );
+    }
     assert!(
         output.status.success(),
         "the example failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
