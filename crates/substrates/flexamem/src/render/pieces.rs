@@ -365,16 +365,11 @@ impl Renderer<'_, '_> {
         let shown: HashSet<&str> = sources.iter().map(|s| s.source_id.as_str()).collect();
         let mut rec: Vec<usize> = entries.iter().flat_map(|e| e.first..=e.last).collect();
         rec.sort_by(|a, b| c[*b].total_cmp(&c[*a]).then(a.cmp(b)));
-        let mut extra = Vec::with_capacity(rec.len() * 5);
+        let mut extra = Vec::new();
         for i in rec {
-            for e in &self.past[i].u.events {
-                let id = e.event.source_id();
-                if !shown.contains(id) {
-                    extra.push(SourceHit {
-                        source_id: id.to_string(),
-                        score: c[i],
-                        resolution: Resolution::Record,
-                    });
+            for hit in event_hits(self.past[i].u, c[i], Resolution::Record) {
+                if !shown.contains(hit.source_id.as_str()) {
+                    extra.push(hit);
                 }
             }
         }
