@@ -26,6 +26,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use submem_core::{Embedder, ServiceError};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use crate::bert_shards::{default_shards, ShardedEncoder};
 use crate::error::{ModelsError, Result};
 
 /// Longest input in tokens (sentence-transformers' `max_seq_length`).
@@ -33,13 +34,15 @@ pub const MAX_TOKENS: usize = 256;
 /// Texts per forward pass.
 pub const BATCH_SIZE: usize = 32;
 /// Padded batches of at most this many tokens (a query, a few short texts)
-/// run on one thread.
+/// run on the sharded encoder ([`crate::bert_shards`]); longer ones on
+/// candle-transformers' BERT with candle's own threading.
 ///
-/// For them candle's per-op thread hand-offs cost more than the second core
-/// gives back: a 20-word query took 14.9 ms p50 on the shared pool and
-/// 13.3 ms on one thread (2 cores), while a batch of 32 sentences took
-/// 180 ms on two threads and 250 ms on one.
-const SINGLE_THREAD_MAX_TOKENS: usize = 48;
+/// Measured on 2 cores (release loop, p50): one text of ~50 tokens took
+/// 14 ms sharded against 27 ms on candle's pool. From ~86 tokens the
+/// feed-forward activations pass 64 K elements, where candle hands
+/// element-wise ops to its global pool, which both shards would then
+/// share: one text of ~100 tokens took 64 ms sharded against 51 ms.
+const SHARDED_MAX_TOKENS: usize = 64;
 
 const NAME: &str = "all-MiniLM-L6-v2";
 
@@ -65,10 +68,9 @@ struct Inner {
     device: Device,
     dimension: usize,
     dir: PathBuf,
-    /// Runs the forward pass of small batches (see [`SINGLE_THREAD_MAX_TOKENS`]);
-    /// `None` if the thread could not be started, and then they share the
-    /// global pool.
-    small_batch_pool: Option<rayon::ThreadPool>,
+    /// Runs the forward pass of small batches (see [`SHARDED_MAX_TOKENS`]);
+    /// `None` if it could not be built, and then `model` runs them.
+    sharded: Option<ShardedEncoder>,
 }
 
 impl std::fmt::Debug for MiniLmEmbedder {
@@ -123,7 +125,11 @@ impl MiniLmEmbedder {
 
         let device = Device::Cpu;
         let vb = mmap_safetensors(&weights_path, &device)?;
-        let model = BertModel::load(vb, &config).map_err(|e| ModelsError::candle(NAME, e))?;
+        let model =
+            BertModel::load(vb.clone(), &config).map_err(|e| ModelsError::candle(NAME, e))?;
+        let sharded = ShardedEncoder::load(vb, &config, default_shards())
+            .map_err(|e| tracing::warn!(error = %e, "no sharded encoder for short inputs"))
+            .ok();
         tracing::info!(
             model = NAME,
             dir = %dir.display(),
@@ -137,7 +143,7 @@ impl MiniLmEmbedder {
                 device,
                 dimension: config.hidden_size,
                 dir: dir.to_path_buf(),
-                small_batch_pool: small_batch_pool(),
+                sharded,
             }),
         })
     }
@@ -145,6 +151,13 @@ impl MiniLmEmbedder {
     /// Whether `self` and `other` share one loaded model.
     pub fn shares_model_with(&self, other: &MiniLmEmbedder) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// How many threads a short input (a query, a few short texts) is split
+    /// across ([`crate::bert_shards`]); `None` if the sharded encoder could
+    /// not be built and short inputs run like long ones.
+    pub fn short_input_shards(&self) -> Option<usize> {
+        self.inner.sharded.as_ref().map(ShardedEncoder::shards)
     }
 
     /// The directory the model was loaded from.
@@ -159,20 +172,10 @@ impl MiniLmEmbedder {
     }
 }
 
-/// A one-thread pool for small batches, named so it shows in profiles.
-fn small_batch_pool() -> Option<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "minilm-small-batch".into())
-        .build()
-        .map_err(|e| tracing::warn!(error = %e, "no single-thread pool for short embeddings"))
-        .ok()
-}
-
 /// Memory-maps a safetensors file into a `VarBuilder` whose linear weights
 /// are stored transposed (see [`TransposedLinearWeights`]).
 #[allow(unsafe_code)]
-fn mmap_safetensors(path: &Path, device: &Device) -> Result<VarBuilder<'static>> {
+pub(crate) fn mmap_safetensors(path: &Path, device: &Device) -> Result<VarBuilder<'static>> {
     // SAFETY: the mapping is only unsound if the file is modified while it is
     // mapped. Model files are installed once, by rename, into the cache and
     // never rewritten; a user pointing at a file they edit concurrently is
@@ -263,12 +266,7 @@ impl Inner {
             ids.extend_from_slice(e.get_ids());
             mask.extend_from_slice(e.get_attention_mask());
         }
-        match &self.small_batch_pool {
-            Some(pool) if n * len <= SINGLE_THREAD_MAX_TOKENS => {
-                pool.install(|| self.forward(ids, mask, n, len))
-            }
-            _ => self.forward(ids, mask, n, len),
-        }
+        self.forward(ids, mask, n, len)
     }
 
     /// BERT, mean pooling over the mask and L2 normalisation of `n` padded
@@ -283,11 +281,14 @@ impl Inner {
         let c = |e| ModelsError::candle(NAME, e);
         let ids = Tensor::from_vec(ids, (n, len), &self.device).map_err(c)?;
         let mask = Tensor::from_vec(mask, (n, len), &self.device).map_err(c)?;
-        let type_ids = ids.zeros_like().map_err(c)?;
-        let hidden = self
-            .model
-            .forward(&ids, &type_ids, Some(&mask))
-            .map_err(c)?;
+        let hidden = match &self.sharded {
+            Some(sharded) if n * len <= SHARDED_MAX_TOKENS => sharded.forward(&ids, &mask),
+            _ => {
+                let type_ids = ids.zeros_like().map_err(c)?;
+                self.model.forward(&ids, &type_ids, Some(&mask))
+            }
+        }
+        .map_err(c)?;
         // Mean over real tokens: sum(h * m) / sum(m), then L2 norm.
         let m = mask
             .to_dtype(DType::F32)

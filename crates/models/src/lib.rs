@@ -40,6 +40,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod bert_shards;
 pub mod check;
 pub mod config;
 pub mod embedder;

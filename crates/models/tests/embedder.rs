@@ -65,6 +65,19 @@ async fn matches_numpy_float64_reference() {
     }
     eprintln!("max |candle - numpy| = {worst:.2e}");
     assert!(worst < 1e-3, "{worst}");
+
+    // Alone, each text is short enough for the sharded encoder that serves
+    // queries: it must match the reference as well.
+    assert!(e.short_input_shards().is_some(), "no sharded encoder");
+    let mut worst_alone = 0f64;
+    for item in &reference.items {
+        let alone = e.embed(std::slice::from_ref(&item.text)).await.unwrap();
+        for (a, b) in alone[0].iter().zip(&item.vector) {
+            worst_alone = worst_alone.max((f64::from(*a) - b).abs());
+        }
+    }
+    eprintln!("max |candle sharded - numpy| = {worst_alone:.2e}");
+    assert!(worst_alone < 1e-3, "{worst_alone}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
