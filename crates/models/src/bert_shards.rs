@@ -394,7 +394,9 @@ mod tests {
 
             // A token id outside the vocabulary is an error, not a hang.
             let bad = Tensor::from_vec(vec![101u32, 999_999], (1, 2), &Device::Cpu).unwrap();
-            let err = encoder.forward(&bad, &bad.ones_like().unwrap()).unwrap_err();
+            let err = encoder
+                .forward(&bad, &bad.ones_like().unwrap())
+                .unwrap_err();
             assert!(!err.to_string().contains("shard stopped"), "{err}");
         }
     }

@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::pieces::run_text;
+use crate::state::StoredEvent;
+use rustc_hash::FxHashMap;
 use submem_core::EvidenceTrace;
 use submem_kit::fit::{excerpt_runs, OMISSION};
 
@@ -53,14 +55,14 @@ impl Renderer<'_, '_> {
                 .filter(|(k, s)| *s > 0.0 && in_past(k))
                 .collect()
         };
-        let lookup_piece = |k: PieceKey| -> Option<(usize, String, usize)> {
+        // A past piece's unit (its index in `past`), event and tokens.
+        let lookup_piece = |k: PieceKey| -> Option<(usize, &StoredEvent, usize)> {
             let ui = *past_of.get(st.seq_unit.get(&k.0)?)?;
-            let u = self.past[ui].u;
-            let ev = u.events.iter().find(|e| e.seq == k.0)?;
-            let p = ev.pieces.get(k.1 as usize)?;
+            let ev = self.past[ui].u.events.iter().find(|e| e.seq == k.0)?;
+            ev.pieces.get(k.1 as usize)?;
             Some((
                 ui,
-                p.shown(),
+                ev,
                 ev.piece_tokens.get(k.1 as usize).copied().unwrap_or(0),
             ))
         };
@@ -106,24 +108,29 @@ impl Renderer<'_, '_> {
                 Err(missing) => {
                     let embed = missing
                         .into_iter()
-                        .filter_map(|k| lookup_piece(k).map(|(_, t, _)| (EmbedTarget::Piece(k), t)))
+                        .filter_map(|k| {
+                            let (_, ev, _) = lookup_piece(k)?;
+                            Some((EmbedTarget::Piece(k), ev.pieces.get(k.1 as usize)?.shown()))
+                        })
                         .collect();
                     return Outcome::Need(Need { embed, merge: None });
                 }
             };
             // Take pieces in rank order while their total fits R0.
             let mut chosen: Vec<(PieceKey, f32)> = Vec::new();
-            let mut info: HashMap<PieceKey, (usize, String, usize)> = HashMap::new();
+            let mut info: FxHashMap<PieceKey, (usize, usize)> = FxHashMap::default();
             let mut total = 0usize;
             let mut full = false;
             for (k, s) in &ranked {
-                let Some(i) = lookup_piece(*k) else { continue };
-                if total + i.2 + self.sep > r0 {
+                let Some((ui, _, tokens)) = lookup_piece(*k) else {
+                    continue;
+                };
+                if total + tokens + self.sep > r0 {
                     full = true;
                     break;
                 }
-                total += i.2 + self.sep;
-                info.insert(*k, i);
+                total += tokens + self.sep;
+                info.insert(*k, (ui, tokens));
                 chosen.push((*k, *s));
             }
             if full || complete {
@@ -170,7 +177,7 @@ impl Renderer<'_, '_> {
             // tokens cover the excess.
             let mut excess = tokens - self.allowance;
             while let Some((k, _)) = chosen.pop() {
-                let t = piece_info.get(&k).map_or(1, |i| i.2 + self.sep).max(1);
+                let t = piece_info.get(&k).map_or(1, |i| i.1 + self.sep).max(1);
                 if t >= excess {
                     break;
                 }
@@ -183,7 +190,7 @@ impl Renderer<'_, '_> {
         &self,
         b: &Built<'_>,
         chosen: &[(PieceKey, f32)],
-        info: &HashMap<PieceKey, (usize, String, usize)>,
+        info: &FxHashMap<PieceKey, (usize, usize)>,
     ) -> (String, TokenBreakdown, Vec<Entry>) {
         let mut tb = TokenBreakdown {
             window: self.window_tokens,
@@ -198,7 +205,7 @@ impl Renderer<'_, '_> {
         if !chosen.is_empty() {
             let mut by_unit: BTreeMap<usize, Vec<PieceKey>> = BTreeMap::new();
             for (k, _) in chosen {
-                if let Some((ui, _, _)) = info.get(k) {
+                if let Some((ui, _)) = info.get(k) {
                     by_unit.entry(*ui).or_default().push(*k);
                 }
             }
