@@ -26,6 +26,53 @@ pub(super) fn matmul(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
     a.apply_op2_no_bwd(b, &OneThreadMatMul)
 }
 
+/// `v` as a gemm stride.
+fn stride(v: usize) -> candle_core::Result<isize> {
+    isize::try_from(v).map_err(|_| candle_core::Error::Msg(format!("stride {v} overflows")))
+}
+
+/// `dst = lhs · rhs` on the calling thread, for an `m × k` lhs and a `k × n`
+/// rhs given by pointer and (row, column) strides, into a row-major `dst`
+/// with row stride `dst_rs`.
+///
+/// # Safety
+/// Every element `ptr + i·rs + j·cs` of both operands must be readable and
+/// every element of the `m × n` block at `dst` writable, and `dst` must not
+/// alias either operand.
+#[allow(unsafe_code)]
+unsafe fn gemm_one_thread(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    dst_rs: isize,
+    (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
+) {
+    // SAFETY: the caller's contract is gemm's.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs,
+            false,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+}
+
 struct OneThreadMatMul;
 
 /// A matrix operand: where each batch item starts, and its row and column
@@ -38,12 +85,9 @@ struct Operand {
 
 fn operand(layout: &Layout, batch: &[usize], broadcast: bool) -> candle_core::Result<Operand> {
     let dims = layout.dims();
-    let stride = layout.stride();
+    let strides = layout.stride();
     let rank = dims.len();
-    let to_isize = |s: usize| {
-        isize::try_from(s).map_err(|_| candle_core::Error::Msg(format!("stride {s} overflows")))
-    };
-    let batch_strides: &[usize] = if broadcast { &[] } else { &stride[..rank - 2] };
+    let batch_strides: &[usize] = if broadcast { &[] } else { &strides[..rank - 2] };
     let mut offsets = Vec::with_capacity(batch.iter().product());
     let mut index = vec![0usize; batch.len()];
     loop {
@@ -59,8 +103,8 @@ fn operand(layout: &Layout, batch: &[usize], broadcast: bool) -> candle_core::Re
             if d == 0 {
                 return Ok(Operand {
                     offsets,
-                    row_stride: to_isize(stride[rank - 2])?,
-                    col_stride: to_isize(stride[rank - 1])?,
+                    row_stride: stride(strides[rank - 2])?,
+                    col_stride: stride(strides[rank - 1])?,
                 });
             }
             d -= 1;
@@ -110,8 +154,7 @@ impl CustomOp2 for OneThreadMatMul {
         let rhs = operand(l2, batch, broadcast_b)?;
         let items = lhs.offsets.len();
         let mut out = vec![0f32; items * m * n];
-        let n_stride = isize::try_from(n)
-            .map_err(|_| candle_core::Error::Msg(format!("{n} columns overflow")))?;
+        let n_stride = stride(n)?;
         #[allow(unsafe_code)]
         for (item, dst) in out.chunks_mut(m * n).enumerate() {
             let a_start = lhs.offsets[item];
@@ -122,26 +165,12 @@ impl CustomOp2 for OneThreadMatMul {
             // `dst` is a contiguous m × n block of `out`. gemm writes only
             // `dst` and reads `a` and `b`, which do not alias it.
             unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
+                gemm_one_thread(
+                    (m, n, k),
                     dst.as_mut_ptr(),
-                    1,
                     n_stride,
-                    false,
-                    a[a_start..].as_ptr(),
-                    lhs.col_stride,
-                    lhs.row_stride,
-                    b[b_start..].as_ptr(),
-                    rhs.col_stride,
-                    rhs.row_stride,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
+                    (a[a_start..].as_ptr(), lhs.row_stride, lhs.col_stride),
+                    (b[b_start..].as_ptr(), rhs.row_stride, rhs.col_stride),
                 );
             }
         }
@@ -196,16 +225,13 @@ impl CustomOp1 for PanelWeights {
         if rows == 0 || n == 0 || k == 0 {
             return Ok((CpuStorage::F32(out), Shape::from((rows, n))));
         }
-        let overflow = |v: usize| {
-            isize::try_from(v).map_err(|_| candle_core::Error::Msg(format!("{v} overflows")))
-        };
-        let (x_rs, x_cs) = (overflow(l.stride()[0])?, overflow(l.stride()[1])?);
-        let out_rs = overflow(n)?;
+        let (x_rs, x_cs) = (stride(l.stride()[0])?, stride(l.stride()[1])?);
+        let out_rs = stride(n)?;
         let x = &x[l.start_offset()..];
         for start in (0..n).step_by(PANEL) {
             let width = PANEL.min(n - start);
             let panel = &self.panels[start * k..(start + width) * k];
-            let width_stride = overflow(width)?;
+            let width_stride = stride(width)?;
             // SAFETY: `x`'s layout lies inside its storage (candle's
             // invariant), so gemm's reads of `rows × k` elements at
             // `x_rs`/`x_cs` stay in `x`; `panel` is exactly `k × width`
@@ -214,26 +240,12 @@ impl CustomOp1 for PanelWeights {
             // `n`, which `out` (`rows × n`) contains. Nothing aliases `out`.
             #[allow(unsafe_code)]
             unsafe {
-                gemm::gemm(
-                    rows,
-                    width,
-                    k,
+                gemm_one_thread(
+                    (rows, width, k),
                     out[start..].as_mut_ptr(),
-                    1,
                     out_rs,
-                    false,
-                    x.as_ptr(),
-                    x_cs,
-                    x_rs,
-                    panel.as_ptr(),
-                    1,
-                    width_stride,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
+                    (x.as_ptr(), x_rs, x_cs),
+                    (panel.as_ptr(), width_stride, 1),
                 );
             }
         }
