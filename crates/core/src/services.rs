@@ -193,6 +193,18 @@ pub trait TokenCounter: Debug + Send + Sync + 'static {
     /// The longest prefix of `text` with at most `max_tokens` tokens, cut on a
     /// token boundary.
     fn truncate(&self, text: &str, max_tokens: usize) -> String;
+    /// Whether `text` counts as its two sides counted apart:
+    /// `count(text) == count(&text[..at]) + count(&text[at..])`.
+    ///
+    /// A renderer that changes a few parts of a long text and counts it again
+    /// counts only the changed parts between such cuts. The answer may depend
+    /// only on the text next to `at`, so that several exact cuts of one text
+    /// split its count into the sum of the parts between them. The default
+    /// promises no cut, which is always correct.
+    fn is_exact_cut(&self, text: &str, at: usize) -> bool {
+        let _ = (text, at);
+        false
+    }
 }
 
 #[async_trait]

@@ -304,6 +304,15 @@ impl TokenCounter for WhitespaceCounter {
         }
         text[..end].to_string()
     }
+    /// Words never span whitespace: a cut beside whitespace (or at either
+    /// end) splits no word.
+    fn is_exact_cut(&self, text: &str, at: usize) -> bool {
+        let (Some(left), Some(right)) = (text.get(..at), text.get(at..)) else {
+            return false;
+        };
+        let ws = |c: Option<char>| c.is_none_or(char::is_whitespace);
+        ws(left.chars().next_back()) || ws(right.chars().next())
+    }
 }
 
 /// Services made of test doubles: the given LLM (if any), a 64-bucket hashing

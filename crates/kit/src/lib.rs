@@ -11,12 +11,13 @@
 //! | [`text`] | words for lexical matching: Lucene's classic English stop words, [`text::content_words`], [`text::query_terms`] |
 //! | [`bm25`] | an exact in-memory Okapi BM25 index over documents of any key type ([`bm25::Bm25Index`]) |
 //! | [`record`] | the fixed-rule record writer ([`record::rule_record`]) and checks on LLM-written records ([`record::echoes_prompt`], [`record::cut_words`], [`record::top_keywords`]) |
+//! | [`count`] | counting a text that changes in parts: only the changed segments between exact cuts are counted again ([`count::SegmentCounts`]) |
 //! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
 //! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
 //!
-//! Dependencies stay as light as the contract's: `submem-core`, serde and
-//! serde_json.
+//! Dependencies stay as light as the contract's: `submem-core`, serde,
+//! serde_json, schemars and rustc-hash.
 //!
 //! ```
 //! use submem_kit::json_repair::{parse_lenient_object, value_text};
@@ -32,6 +33,7 @@
 
 pub mod batch;
 pub mod bm25;
+pub mod count;
 pub mod fit;
 pub mod json_repair;
 pub mod record;

@@ -61,6 +61,26 @@ impl TokenCounter for O200kCounter {
         self.bpe.encode_ordinary(text).len()
     }
 
+    /// Exact after a newline followed by a character that is neither
+    /// whitespace nor `/`.
+    ///
+    /// o200k's pre-tokenizer (tiktoken's `O200K_BASE_PAT_STR`) has no
+    /// look-behind and no anchors, and BPE never merges across pre-tokens, so
+    /// a cut is exact wherever a pre-token ends both in the whole text and in
+    /// the prefix. At such a newline one does: no alternative reads a newline
+    /// except the trailing `[\r\n/]*` of the punctuation one and the
+    /// whitespace ones, and each of those stops before a character that is
+    /// neither whitespace nor `/`. The tests check every such cut of texts
+    /// built to break the rule.
+    fn is_exact_cut(&self, text: &str, at: usize) -> bool {
+        at > 0
+            && text.as_bytes().get(at - 1) == Some(&b'\n')
+            && text
+                .get(at..)
+                .and_then(|rest| rest.chars().next())
+                .is_some_and(|c| !c.is_whitespace() && c != '/')
+    }
+
     fn truncate(&self, text: &str, max_tokens: usize) -> String {
         let tokens = self.bpe.encode_ordinary(text);
         if tokens.len() <= max_tokens {
@@ -94,6 +114,78 @@ mod tests {
 
     fn tc() -> O200kCounter {
         O200kCounter::new().unwrap()
+    }
+
+    /// Lines that end in punctuation, spaces, carriage returns and blank
+    /// lines, followed by letters, digits, `/`, spaces, tabs and non-ASCII
+    /// text: the cases where a newline joins the next pre-token or not.
+    fn tricky_text(seed: u64, lines: usize) -> String {
+        const ENDS: &[&str] = &[
+            ".", "!?", " ", "  ", "\r", ":", "word", "42", "é", ")", "", "[…]",
+        ];
+        const STARTS: &[&str] = &[
+            "Ana",
+            "/path",
+            " lead",
+            "\tTab",
+            "12 apples",
+            "—dash",
+            "\n",
+            "",
+            "'s",
+            "é",
+            "[x]",
+            "[…]",
+            "🤖 bot",
+            "\u{3000}wide",
+            ".",
+            "'ll go",
+        ];
+        let mut x = seed;
+        let mut next = move |n: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as usize % n
+        };
+        let mut text = String::new();
+        for _ in 0..lines {
+            text.push_str(STARTS[next(STARTS.len())]);
+            for _ in 0..next(12) {
+                text.push_str(" memory");
+            }
+            text.push_str(ENDS[next(ENDS.len())]);
+            text.push('\n');
+        }
+        text
+    }
+
+    #[test]
+    fn exact_cuts_split_the_count() {
+        let tc = tc();
+        let mut cuts = 0;
+        for seed in 0..40 {
+            let text = tricky_text(seed, 60);
+            let whole = tc.count(&text);
+            for at in (0..=text.len() + 1).filter(|&at| tc.is_exact_cut(&text, at)) {
+                let parts = tc.count(&text[..at]) + tc.count(&text[at..]);
+                assert_eq!(parts, whole, "seed {seed}, cut at {at}");
+                cuts += 1;
+            }
+        }
+        assert!(cuts > 1000, "the texts hold many exact cuts ({cuts})");
+    }
+
+    #[test]
+    fn newlines_that_can_join_the_next_pre_token_are_not_cuts() {
+        let tc = tc();
+        let text = "a.\n/b\nc\n d\n\ne\nf";
+        let cuts: Vec<usize> = (0..=text.len() + 1)
+            .filter(|&at| tc.is_exact_cut(text, at))
+            .collect();
+        assert_eq!(cuts, vec![6, 12, 14]);
+        // A cut inside a character is no cut.
+        assert!(!tc.is_exact_cut("\né", 2));
     }
 
     #[test]

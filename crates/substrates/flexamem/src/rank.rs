@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use submem_core::cosine;
 
 use crate::state::PieceKey;
-use crate::vectors::PieceVectors;
 use crate::Ranking;
 
 /// Reciprocal rank fusion constant.
@@ -98,16 +97,22 @@ fn bm25_ranking<'v>(
     Ok(pos)
 }
 
-/// Dense ranking of every held piece vector that `keep` accepts, in one pass
-/// over the vector rows: the same order as [`rank_pieces`] with
-/// [`Ranking::Dense`] over those pieces.
-pub fn dense_ranking_of_all(
-    vectors: &PieceVectors,
-    qvec: &[f32],
-    keep: impl FnMut(&PieceKey) -> bool,
-) -> Vec<Ranked> {
-    let mut out = vectors.cosines(qvec, keep);
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+/// The `n` best of `scored` (pieces with their cosine, in any order), best
+/// first in the order [`rank_pieces`] gives with [`Ranking::Dense`]: higher
+/// cosine first, then the earlier piece. A render takes only the pieces that
+/// fill its room, so ordering the best few of thousands is enough.
+pub fn best_first(scored: &[Ranked], n: usize) -> Vec<Ranked> {
+    let by = |a: &Ranked, b: &Ranked| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let mut out = scored.to_vec();
+    if n < out.len() {
+        if n == 0 {
+            return Vec::new();
+        }
+        out.select_nth_unstable_by(n - 1, by);
+        out.truncate(n);
+    }
+    // Keys are unique, so the order is total and an unstable sort is exact.
+    out.sort_unstable_by(by);
     out
 }
 
@@ -134,6 +139,7 @@ fn dense_ranking<'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vectors::PieceVectors;
 
     #[test]
     fn bm25_ties_go_to_cosine_then_position() {
@@ -172,13 +178,16 @@ mod tests {
     }
 
     #[test]
-    fn dense_ranking_of_all_matches_dense_ranking() {
+    fn best_first_is_a_prefix_of_the_dense_ranking() {
         let mut pv = PieceVectors::default();
+        // Ties on purpose: (2, 1) and (4, 0), (3, 0) and (5, 0).
         let vecs = [
             ((1, 0), [0.6f32, 0.8]),
             ((2, 0), [1.0, 0.0]),
             ((2, 1), [0.8, 0.6]),
             ((3, 0), [0.0, 1.0]),
+            ((4, 0), [0.8, 0.6]),
+            ((5, 0), [0.0, 1.0]),
         ];
         for (k, v) in &vecs {
             pv.insert(*k, v);
@@ -186,12 +195,15 @@ mod tests {
         let q = [0.8f32, 0.6];
         let items: Vec<(PieceKey, f32)> = vecs.iter().map(|(k, _)| (*k, 0.0)).collect();
         let look = |k: PieceKey| pv.get(&k);
-        let one = rank_pieces(&items, Ranking::Dense, &look, &q).unwrap();
-        assert_eq!(dense_ranking_of_all(&pv, &q, |_| true), one);
-        let some = dense_ranking_of_all(&pv, &q, |k| k.0 != 2);
+        let full = rank_pieces(&items, Ranking::Dense, &look, &q).unwrap();
+        let scored = pv.cosines(&q, |_| true);
+        for n in 0..=vecs.len() + 1 {
+            assert_eq!(best_first(&scored, n), full[..n.min(full.len())], "n = {n}");
+        }
+        let some = best_first(&pv.cosines(&q, |k| k.0 != 2), usize::MAX);
         assert_eq!(
             some.iter().map(|x| x.0).collect::<Vec<_>>(),
-            vec![(1, 0), (3, 0)]
+            vec![(4, 0), (1, 0), (3, 0), (5, 0)]
         );
     }
 

@@ -14,7 +14,7 @@ use submem_kit::fit::{fit_or_degrade, pick_pieces, Costs};
 use submem_kit::record::rule_record;
 use submem_kit::text::query_terms;
 
-use crate::rank::{dense_ranking_of_all, rank_pieces};
+use crate::rank::{best_first, rank_pieces};
 use crate::record::rule_merge;
 use crate::state::{record_line, MergeKey, NsState, PieceKey, Unit};
 use crate::timeline::{merge_threshold, Entry, Timeline};

@@ -6,6 +6,7 @@ use crate::pieces::run_text;
 use crate::state::StoredEvent;
 use rustc_hash::FxHashMap;
 use submem_core::EvidenceTrace;
+use submem_kit::count::SegmentCounts;
 use submem_kit::fit::{excerpt_runs, OMISSION};
 
 impl Renderer<'_, '_> {
@@ -78,30 +79,43 @@ impl Renderer<'_, '_> {
         } else {
             256usize
         };
+        // Dense ranking over pieces that all have vectors: one pass over the
+        // vector rows instead of a lookup per piece, and only the best `want`
+        // of them ordered.
+        let past_pieces = || {
+            self.past
+                .iter()
+                .map(|p| p.u.pieces().count())
+                .sum::<usize>()
+        };
+        let dense_rows = dense
+            .then(|| st.piece_vecs.cosines(self.ctx.piece_qvec, |k| in_past(k)))
+            .filter(|rows| rows.len() == past_pieces());
         let (chosen, piece_info, ranking) = loop {
-            let items: Vec<(PieceKey, f32)> = if cfg.piece_ranking == crate::Ranking::Bm25 {
-                top_with_ties(&scored, want)
-            } else if dense {
-                self.past
-                    .iter()
-                    .flat_map(|p| p.u.pieces().map(|(k, _, _)| (k, 0.0)))
-                    .collect()
+            let (ranked, complete) = if let Some(rows) = &dense_rows {
+                (Ok(best_first(rows, want)), want >= rows.len())
             } else {
-                let scores: HashMap<PieceKey, f32> = scored.iter().copied().collect();
-                self.past
-                    .iter()
-                    .flat_map(|p| p.u.pieces().map(|(k, _, _)| k))
-                    .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
-                    .collect()
-            };
-            let complete = items.len() >= scored.len() || cfg.piece_ranking != crate::Ranking::Bm25;
-            // Dense ranking over pieces that all have vectors: one pass over
-            // the vector rows instead of a lookup per piece.
-            let all_rows = dense
-                .then(|| dense_ranking_of_all(&st.piece_vecs, self.ctx.piece_qvec, |k| in_past(k)));
-            let ranked = match all_rows.filter(|r| r.len() == items.len()) {
-                Some(r) => Ok(r),
-                None => rank_pieces(&items, cfg.piece_ranking, &look, self.ctx.piece_qvec),
+                let items: Vec<(PieceKey, f32)> = if cfg.piece_ranking == crate::Ranking::Bm25 {
+                    top_with_ties(&scored, want)
+                } else if dense {
+                    self.past
+                        .iter()
+                        .flat_map(|p| p.u.pieces().map(|(k, _, _)| (k, 0.0)))
+                        .collect()
+                } else {
+                    let scores: HashMap<PieceKey, f32> = scored.iter().copied().collect();
+                    self.past
+                        .iter()
+                        .flat_map(|p| p.u.pieces().map(|(k, _, _)| k))
+                        .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
+                        .collect()
+                };
+                let complete =
+                    items.len() >= scored.len() || cfg.piece_ranking != crate::Ranking::Bm25;
+                (
+                    rank_pieces(&items, cfg.piece_ranking, &look, self.ctx.piece_qvec),
+                    complete,
+                )
             };
             let ranked = match ranked {
                 Ok(r) => r,
@@ -143,10 +157,14 @@ impl Renderer<'_, '_> {
             self.trace_pieces(ids, &ranking, r0, room_all)
         });
         let mut chosen = chosen;
+        // A retry drops a few pieces: only the unit blocks they leave are
+        // counted again.
+        let mut counts = SegmentCounts::new(counter);
         loop {
-            let (text, tb, entries) = self.assemble_pieces(&built, &chosen, &piece_info);
+            let (text, mut cuts, tb, entries) = self.assemble_pieces(&built, &chosen, &piece_info);
             let full = self.with_window(&text);
-            let tokens = counter.count(&full);
+            cuts.push(text.len() + 1);
+            let tokens = counts.count(&full, &cuts);
             if tokens <= self.allowance {
                 // The pieces' share is what the render holds beyond the
                 // timeline and the window: one count of the whole text, not a
@@ -186,12 +204,15 @@ impl Renderer<'_, '_> {
         }
     }
 
+    /// The timeline's entries, then the chosen pieces grouped by unit, one
+    /// line apart; with the byte offsets where the pieces block and each
+    /// unit's lines start (where a recount may cut the text).
     fn assemble_pieces(
         &self,
         b: &Built<'_>,
         chosen: &[(PieceKey, f32)],
         info: &FxHashMap<PieceKey, (usize, usize)>,
-    ) -> (String, TokenBreakdown, Vec<Entry>) {
+    ) -> (String, Vec<usize>, TokenBreakdown, Vec<Entry>) {
         let mut tb = TokenBreakdown {
             window: self.window_tokens,
             ..Default::default()
@@ -202,6 +223,8 @@ impl Renderer<'_, '_> {
             parts.push(self.entry_text(e, b));
             tb.record += e.tokens;
         }
+        let mut text = join(&parts);
+        let mut cuts = Vec::new();
         if !chosen.is_empty() {
             let mut by_unit: BTreeMap<usize, Vec<PieceKey>> = BTreeMap::new();
             for (k, _) in chosen {
@@ -209,22 +232,33 @@ impl Renderer<'_, '_> {
                     by_unit.entry(*ui).or_default().push(*k);
                 }
             }
-            let mut block = vec![PIECES_HEADER.to_string()];
+            if !parts.is_empty() {
+                text.push('\n');
+            }
+            cuts.push(text.len());
+            text.push_str(PIECES_HEADER);
+            let mut last_is_mark = false;
             for (ui, mut keys) in by_unit {
                 keys.sort_unstable();
-                block.push(self.unit_runs(ui, &keys, ""));
-            }
-            // Adjacent groups would show two omission marks in a row: keep one.
-            let mut lines: Vec<&str> = Vec::new();
-            for l in block.iter().flat_map(|b| b.split('\n')) {
-                if l == OMISSION && lines.last() == Some(&OMISSION) {
-                    continue;
+                let block = self.unit_runs(ui, &keys, "");
+                let mut first_line = true;
+                for line in block.split('\n') {
+                    // Adjacent groups would show two omission marks in a
+                    // row: keep one.
+                    if line == OMISSION && last_is_mark {
+                        continue;
+                    }
+                    text.push('\n');
+                    if first_line {
+                        cuts.push(text.len());
+                        first_line = false;
+                    }
+                    text.push_str(line);
+                    last_is_mark = line == OMISSION;
                 }
-                lines.push(l);
             }
-            parts.push(lines.join("\n"));
         }
-        (join(&parts), tb, entries)
+        (text, cuts, tb, entries)
     }
 
     /// The trace of `ids` against the full piece `ranking`: each event's best
