@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use submem_core::{cosine, Query, ReadTrace, Recall, Regime, Resolution, SourceHit, TokenCounter};
+use submem_kit::count::SegmentCounts;
 use submem_kit::fit::{fit_or_degrade, pick_pieces, Costs};
 use submem_kit::record::rule_record;
 use submem_kit::text::query_terms;
@@ -213,6 +214,21 @@ fn event_hits(u: &Unit, score: f32, res: Resolution) -> impl Iterator<Item = Sou
 
 fn join(parts: &[String]) -> String {
     parts.join("\n")
+}
+
+/// [`join`], with the byte offset where each part starts: where a final
+/// fit loop's recount may cut the text ([`SegmentCounts`]).
+fn join_with_cuts(parts: &[String]) -> (String, Vec<usize>) {
+    let mut text = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    let mut cuts = Vec::with_capacity(parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        cuts.push(text.len());
+        text.push_str(part);
+    }
+    (text, cuts)
 }
 
 /// Renders one call.

@@ -2,11 +2,9 @@
 //! shown after the timeline grouped by unit with omission marks.
 
 use super::*;
-use crate::pieces::run_text;
-use crate::state::StoredEvent;
+use crate::pieces::{run_text, Piece};
 use rustc_hash::FxHashMap;
 use submem_core::EvidenceTrace;
-use submem_kit::count::SegmentCounts;
 use submem_kit::fit::{excerpt_runs, OMISSION};
 
 impl Renderer<'_, '_> {
@@ -56,14 +54,14 @@ impl Renderer<'_, '_> {
                 .filter(|(k, s)| *s > 0.0 && in_past(k))
                 .collect()
         };
-        // A past piece's unit (its index in `past`), event and tokens.
-        let lookup_piece = |k: PieceKey| -> Option<(usize, &StoredEvent, usize)> {
+        // A past piece's unit (its index in `past`), the piece and its tokens.
+        let lookup_piece = |k: PieceKey| -> Option<(usize, &Piece, usize)> {
             let ui = *past_of.get(st.seq_unit.get(&k.0)?)?;
             let ev = self.past[ui].u.events.iter().find(|e| e.seq == k.0)?;
-            ev.pieces.get(k.1 as usize)?;
+            let piece = ev.pieces.get(k.1 as usize)?;
             Some((
                 ui,
-                ev,
+                piece,
                 ev.piece_tokens.get(k.1 as usize).copied().unwrap_or(0),
             ))
         };
@@ -123,8 +121,8 @@ impl Renderer<'_, '_> {
                     let embed = missing
                         .into_iter()
                         .filter_map(|k| {
-                            let (_, ev, _) = lookup_piece(k)?;
-                            Some((EmbedTarget::Piece(k), ev.pieces.get(k.1 as usize)?.shown()))
+                            lookup_piece(k)
+                                .map(|(_, piece, _)| (EmbedTarget::Piece(k), piece.shown()))
                         })
                         .collect();
                     return Outcome::Need(Need { embed, merge: None });
@@ -157,7 +155,7 @@ impl Renderer<'_, '_> {
             self.trace_pieces(ids, &ranking, r0, room_all)
         });
         let mut chosen = chosen;
-        // A retry drops a few pieces: only the unit blocks they leave are
+        // A retry drops a few pieces: only the unit blocks they change are
         // counted again.
         let mut counts = SegmentCounts::new(counter);
         loop {
@@ -205,8 +203,8 @@ impl Renderer<'_, '_> {
     }
 
     /// The timeline's entries, then the chosen pieces grouped by unit, one
-    /// line apart; with the byte offsets where the pieces block and each
-    /// unit's lines start (where a recount may cut the text).
+    /// line apart; with the byte offsets where each entry, the pieces block
+    /// and each unit's lines start (where a recount may cut the text).
     fn assemble_pieces(
         &self,
         b: &Built<'_>,
@@ -223,8 +221,7 @@ impl Renderer<'_, '_> {
             parts.push(self.entry_text(e, b));
             tb.record += e.tokens;
         }
-        let mut text = join(&parts);
-        let mut cuts = Vec::new();
+        let (mut text, mut cuts) = join_with_cuts(&parts);
         if !chosen.is_empty() {
             let mut by_unit: BTreeMap<usize, Vec<PieceKey>> = BTreeMap::new();
             for (k, _) in chosen {

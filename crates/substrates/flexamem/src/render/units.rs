@@ -169,10 +169,13 @@ impl Renderer<'_, '_> {
         let (mut res, _) = fit_or_degrade(&costs, room);
         // Final loop: while the render is too long, drop the lowest-ranked
         // recovered unit, then (timeline alone too long) hide the oldest entry.
+        // A retry changes a few parts: only those are counted again.
+        let mut counts = SegmentCounts::new(self.ctx.counter);
         loop {
-            let (text, tb, shown) = self.assemble_units(&built, &cands, &res, &excerpts);
+            let (text, mut cuts, tb, shown) = self.assemble_units(&built, &cands, &res, &excerpts);
             let full = self.with_window(&text);
-            let tokens = self.ctx.counter.count(&full);
+            cuts.push(text.len() + 1);
+            let tokens = counts.count(&full, &cuts);
             if tokens <= self.allowance {
                 return self
                     .finish_units(&built, &cands, &res, &excerpts, &c, full, tokens, tb, shown);
@@ -205,15 +208,15 @@ impl Renderer<'_, '_> {
         }
     }
 
-    /// M: the timeline with recovered units in place. Returns the text, the
-    /// token breakdown and the entries shown.
+    /// M: the timeline with recovered units in place. Returns the text, where
+    /// each of its parts starts, the token breakdown and the entries shown.
     fn assemble_units(
         &self,
         b: &Built<'_>,
         cands: &[(usize, f32)],
         res: &[Resolution],
         excerpts: &[Option<Excerpt>],
-    ) -> (String, TokenBreakdown, Vec<Entry>) {
+    ) -> (String, Vec<usize>, TokenBreakdown, Vec<Entry>) {
         let mut recovered: BTreeMap<usize, usize> = BTreeMap::new(); // past idx -> candidate pos
         for (pos, ((i, _), r)) in cands.iter().zip(res).enumerate() {
             if *r != Resolution::Record {
@@ -269,7 +272,8 @@ impl Renderer<'_, '_> {
                 tb.record += e.tokens;
             }
         }
-        (join(&parts), tb, entries)
+        let (text, cuts) = join_with_cuts(&parts);
+        (text, cuts, tb, entries)
     }
 
     #[allow(clippy::too_many_arguments)]
