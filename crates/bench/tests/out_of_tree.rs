@@ -119,40 +119,69 @@ fn out_of_tree_example_passes_conformance_and_is_benched() {
     );
 }
 
-/// The `[profile.*]` tables of a manifest, as text (comments dropped).
-fn profile_tables(manifest: &str) -> String {
-    let mut out = String::new();
-    let mut inside = false;
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            inside = line.starts_with("[profile.");
-        }
-        if inside && !line.is_empty() && !line.starts_with('#') {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
+/// A manifest's `[profile]` table.
+fn profiles(manifest: &str) -> toml::Table {
+    let parsed: toml::Table = manifest.parse().unwrap();
+    parsed["profile"].as_table().cloned().unwrap()
+}
+
+/// Takes the `[profile.dev.package.submem-*]` tables out of `profiles`.
+fn take_submem_tables(profiles: &mut toml::Table) -> toml::Table {
+    let Some(packages) = profiles
+        .get_mut("dev")
+        .and_then(|dev| dev.get_mut("package"))
+        .and_then(|p| p.as_table_mut())
+    else {
+        return toml::Table::new();
+    };
+    let names: Vec<String> = packages
+        .keys()
+        .filter(|name| name.starts_with("submem-"))
+        .cloned()
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|name| packages.remove(&name).map(|table| (name, table)))
+        .collect()
 }
 
 /// The example copies the workspace's profiles so that its build reuses the
 /// workspace's compiled dependencies; a profile edited in one place only
-/// would make the test above compile every dependency again (minutes).
+/// would make the test above compile every dependency again (minutes). The
+/// submem crates are members there (`[profile.dev]` and their own tables)
+/// and dependencies here (under `"*"`), so the example gives each one a
+/// table with the settings it gets as a member.
 #[test]
 fn the_example_profiles_match_the_workspace() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let read = |p: &str| std::fs::read_to_string(workspace.join(p)).unwrap();
-    let ours = profile_tables(&read("Cargo.toml"));
-    let example = profile_tables(&read("examples/out-of-tree-substrate/Cargo.toml"));
-    let example_deps: String = example
-        .split("[profile.")
-        .filter(|t| !t.starts_with("dev.package.submem-"))
-        .collect::<Vec<_>>()
-        .join("[profile.");
-    assert!(ours.contains("[profile.dev]"), "{ours}");
+    let mut ours = profiles(&read("Cargo.toml"));
+    let mut example = profiles(&read("examples/out-of-tree-substrate/Cargo.toml"));
+    let our_members = take_submem_tables(&mut ours);
+    let example_members = take_submem_tables(&mut example);
     assert_eq!(
-        example_deps, ours,
+        example, ours,
         "copy the workspace's [profile.*] tables into the example"
     );
+
+    let dev = ours["dev"].as_table().unwrap();
+    for (name, _) in &our_members {
+        assert!(
+            example_members.contains_key(name),
+            "the workspace has a table for {name}; the example needs one too"
+        );
+    }
+    for (name, table) in &example_members {
+        for key in ["opt-level", "debug"] {
+            let member = our_members
+                .get(name)
+                .and_then(|t| t.get(key))
+                .or_else(|| dev.get(key));
+            assert_eq!(
+                table.get(key),
+                member,
+                "[profile.dev.package.{name}] {key}: the example must give the member's setting"
+            );
+        }
+    }
 }
