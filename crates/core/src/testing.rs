@@ -23,7 +23,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
-use crate::{Event, Forget, Namespace, Query, Regime, Step, Substrate, TokenCounter, Turn};
+use crate::{
+    Event, Forget, Namespace, Query, Regime, Services, Step, Substrate, TokenCounter, Turn,
+};
 
 /// Knobs for substrates whose nature makes one check meaningless.
 #[derive(Debug, Clone)]
@@ -188,6 +190,17 @@ async fn check_budget(s: &dyn Substrate, counter: &dyn TokenCounter, q: &Query) 
         "{}: Recall::tokens must equal the counter's count of Recall::text",
         s.info().method
     );
+}
+
+/// [`run_conformance`] for substrates built on one set of services: `make`
+/// gets a clone of `services` for each fresh instance, and budgets are
+/// checked with the services' own token counter.
+pub async fn run_conformance_on<F>(services: Services, make: F, opts: ConformanceOptions)
+where
+    F: Fn(Services) -> Box<dyn Substrate>,
+{
+    let counter = services.tokens.clone();
+    run_conformance(move || make(services.clone()), counter, opts).await;
 }
 
 /// Runs every check on instances built by `make` (each call returns a fresh,

@@ -7,21 +7,14 @@
 //! this binary and run side by side.
 
 use submem_core::test_utils::test_services;
-use submem_core::testing::{run_conformance, ConformanceOptions};
+use submem_core::testing::{run_conformance_on, ConformanceOptions};
 use submem_core::{Services, Substrate};
 use submem_flat::{
     DenseConfig, DenseMemory, HybridConfig, HybridMemory, SparseConfig, SparseMemory,
 };
 
 async fn passes(make: impl Fn(Services) -> Box<dyn Substrate>) {
-    let services = test_services(None);
-    let tokens = services.tokens.clone();
-    run_conformance(
-        move || make(services.clone()),
-        tokens,
-        ConformanceOptions::default(),
-    )
-    .await;
+    run_conformance_on(test_services(None), make, ConformanceOptions::default()).await;
 }
 
 #[tokio::test]

@@ -15,38 +15,28 @@
 use std::sync::Arc;
 
 use submem_core::test_utils::{test_services, CachingLlm};
-use submem_core::testing::{run_conformance, ConformanceOptions};
-use submem_core::{Llm, Substrate};
+use submem_core::testing::{run_conformance_on, ConformanceOptions};
+use submem_core::Llm;
 use submem_kv::{EpiCache, EpiCacheConfig, FullContext, FullContextConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_context_passes_conformance() {
-    let services = test_services(None);
-    let tokens = services.tokens.clone();
-    run_conformance(
-        move || -> Box<dyn Substrate> {
-            Box::new(FullContext::new(services.clone(), FullContextConfig::default()).unwrap())
-        },
-        tokens,
+    run_conformance_on(
+        test_services(None),
+        |s| Box::new(FullContext::new(s, FullContextConfig::default()).unwrap()),
         ConformanceOptions::default(),
     )
     .await;
 }
 
-fn epicache(
-    config: EpiCacheConfig,
-    opts: ConformanceOptions,
-) -> impl std::future::Future<Output = ()> {
+async fn epicache(config: EpiCacheConfig, opts: ConformanceOptions) {
     let llm: Arc<dyn Llm> = Arc::new(CachingLlm::from_fn(|_| Ok("ok".into())));
-    let services = test_services(Some(llm));
-    let tokens = services.tokens.clone();
-    run_conformance(
-        move || -> Box<dyn Substrate> {
-            Box::new(EpiCache::new(services.clone(), config.clone()).unwrap())
-        },
-        tokens,
+    run_conformance_on(
+        test_services(Some(llm)),
+        |s| Box::new(EpiCache::new(s, config.clone()).unwrap()),
         opts,
     )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
