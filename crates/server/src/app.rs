@@ -1,5 +1,6 @@
-//! The axum application: routes, the authentication and metrics layers, the
-//! body limit, and the fallbacks that keep every answer JSON.
+//! The axum application: routes, the authentication, forwarding, metrics,
+//! timeout and trace layers, the body limit, and the fallbacks that keep
+//! every answer JSON.
 //!
 //! [`ROUTES`] lists every route once; the router is built from the same
 //! handlers, and a test checks that the OpenAPI document
@@ -12,10 +13,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::api;
 use crate::auth::KeyTable;
+use crate::forward::Forwarder;
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -30,11 +32,15 @@ pub struct AppState {
     pub metrics: Metrics,
     /// When the server started.
     pub started: Instant,
+    /// How this node reaches the others (PostgreSQL store with several
+    /// nodes); `None` for the file store.
+    pub forwarder: Option<Forwarder>,
 }
 
 /// Every HTTP route as `(method, path)`, in OpenAPI's path syntax.
 pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
+    ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/v1/openapi.json"),
     ("get", "/v1/namespaces"),
@@ -63,18 +69,41 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/namespaces/{ns}/footprint", get(api::footprint))
         .route("/v1/namespaces/{ns}/meter", get(api::meter))
         .route("/v1/jobs/{id}", get(api::job))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::forward::to_owner,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    let timeout = Duration::from_secs(state.store.config.request_timeout_s);
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
         .merge(v1)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            timeout,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .with_state(state)
+}
+
+/// The official MCP Python SDK treats any answer to its session `DELETE`
+/// but 200 and 204 as a failure; rmcp answers 202. A terminated session
+/// has nothing more to accept, so 202 becomes 200.
+pub async fn mcp_delete_ok(req: Request, next: Next) -> Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut resp = next.run(req).await;
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::OK;
+    }
+    resp
 }
 
 /// Resolves the bearer key into a [`crate::auth::Caller`] extension.
@@ -108,12 +137,32 @@ async fn count(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
     resp
 }
 
+/// Alive: answers as soon as the listener is up, whatever the number of
+/// namespaces (none is opened before its first request).
 async fn healthz(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": state.started.elapsed().as_secs(),
     }))
+}
+
+/// Ready: the store answers (the data directory is there, or the database
+/// replies); 503 otherwise.
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    match state.store.backend().ready().await {
+        Ok(()) => Json(serde_json::json!({
+            "status": "ready",
+            "store": state.store.backend().kind(),
+            "open_namespaces": state.store.all_resident().len(),
+        }))
+        .into_response(),
+        Err(e) => {
+            let body = serde_json::json!({"status": "unavailable",
+                "store": state.store.backend().kind(), "error": e.to_string()});
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {

@@ -42,6 +42,24 @@ impl Caller {
     }
 }
 
+/// The caller, as the authentication layer ([`crate::app::authenticate`])
+/// resolved it; a handler that takes a `Caller` cannot be reached without
+/// one.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ServerError::Unauthorized("no authenticated caller".into()))
+    }
+}
+
 /// The configured keys, by hash.
 #[derive(Debug, Clone, Default)]
 pub struct KeyTable {

@@ -72,6 +72,29 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Log records (writes and forgets) applied between two snapshots of a namespace.
     pub snapshot_every: u64,
+    /// Milliseconds of applying records after which a namespace is
+    /// snapshotted even before `snapshot_every` records: a cold open replays
+    /// the unsnapshotted tail and pays that time again (embedding substrates
+    /// recompute their vectors).
+    pub snapshot_after_apply_ms: u64,
+    /// Memory (MiB, as the open substrates report it) above which idle
+    /// namespaces are closed, least recently used first; 0: no cap.
+    pub max_resident_mb: u64,
+    /// Seconds without a request after which a namespace is snapshotted and
+    /// closed; 0: never.
+    pub idle_close_s: u64,
+    /// Where namespaces are stored: `file` (the data directory, the default)
+    /// or a `postgres://` URL shared by several nodes.
+    pub store: String,
+    /// This node's URL as other nodes reach it (PostgreSQL store only): a
+    /// request for a namespace another node owns is forwarded there.
+    pub advertise: Option<String>,
+    /// Database sessions that hold this node's namespace locks and carry
+    /// their appends (PostgreSQL store only).
+    pub owner_sessions: usize,
+    /// Seconds a request may take before it is answered 503 (background
+    /// jobs are not bounded by it).
+    pub request_timeout_s: u64,
 }
 
 impl Default for ServerConfig {
@@ -80,13 +103,20 @@ impl Default for ServerConfig {
             keys: Vec::new(),
             limits: Limits::default(),
             snapshot_every: 256,
+            snapshot_after_apply_ms: 500,
+            max_resident_mb: 2048,
+            idle_close_s: 900,
+            store: "file".into(),
+            advertise: None,
+            owner_sessions: 8,
+            request_timeout_s: 120,
         }
     }
 }
 
 impl ServerConfig {
-    /// A configuration with the default limits, no keys and a snapshot every
-    /// 256 records.
+    /// A configuration with the default limits, no keys, the file store and
+    /// a snapshot every 256 records.
     pub fn new() -> Self {
         ServerConfig::default()
     }
@@ -130,6 +160,39 @@ impl ServerConfig {
             return Err(ServerError::Config(
                 "snapshot_every must be at least 1".into(),
             ));
+        }
+        if self.snapshot_after_apply_ms == 0 {
+            return Err(ServerError::Config(
+                "snapshot_after_apply_ms must be at least 1".into(),
+            ));
+        }
+        if self.owner_sessions == 0 || self.owner_sessions > 256 {
+            return Err(ServerError::Config(
+                "owner_sessions must be in 1..=256".into(),
+            ));
+        }
+        if self.request_timeout_s == 0 {
+            return Err(ServerError::Config(
+                "request_timeout_s must be at least 1".into(),
+            ));
+        }
+        let store = self.store.as_str();
+        let postgres = store.starts_with("postgres://") || store.starts_with("postgresql://");
+        if store != "file" && !postgres {
+            return Err(ServerError::Config(format!(
+                "store must be `file` or a postgres:// URL, got {:?}",
+                crate::storage::postgres::redact_url(store)
+            )));
+        }
+        if let Some(url) = &self.advertise {
+            let ok =
+                (url.starts_with("http://") || url.starts_with("https://")) && !url.ends_with('/');
+            if !ok {
+                return Err(ServerError::Config(format!(
+                    "advertise must be this node's base URL such as http://10.0.0.5:8080 \
+                     (http or https, no trailing slash), got {url:?}"
+                )));
+            }
         }
         let l = &self.limits;
         if l.max_body_bytes < 1024 || l.max_batch == 0 || l.max_text_bytes == 0 {

@@ -82,6 +82,29 @@ pub enum ServerError {
     /// The namespace's writer is gone (it was deleted while the request waited) (503).
     #[error("namespace {0:?} is shutting down")]
     Closed(String),
+    /// The namespace is changing owner between nodes, or its owner cannot
+    /// be reached; the request can be retried (503).
+    #[error("{0}")]
+    Busy(String),
+    /// The node that owns the namespace answered with an error; it reaches
+    /// the client as that node wrote it.
+    #[error("owner node answered {status}: {body}")]
+    Remote {
+        /// Its HTTP status.
+        status: u16,
+        /// Its error JSON.
+        body: serde_json::Value,
+    },
+    /// Another node owns the namespace (PostgreSQL store). Never reaches a
+    /// client: the request is forwarded to `node`, or answered 503 when it
+    /// already was.
+    #[error("namespace {namespace:?} is served by {node}")]
+    Elsewhere {
+        /// The namespace.
+        namespace: String,
+        /// The owner's advertised URL.
+        node: String,
+    },
 }
 
 impl ServerError {
@@ -112,7 +135,12 @@ impl ServerError {
                 submem_core::Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
-            ServerError::Closed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::Remote { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
+            }
+            ServerError::Closed(_) | ServerError::Busy(_) | ServerError::Elsewhere { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ServerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ServerError::Storage { .. }
             | ServerError::CorruptLog { .. }
@@ -141,23 +169,47 @@ impl ServerError {
             ServerError::CorruptLog { .. } => "corrupt_log",
             ServerError::Config(_) => "config",
             ServerError::Closed(_) => "namespace_closed",
+            ServerError::Busy(_) | ServerError::Elsewhere { .. } => "namespace_busy",
+            ServerError::Remote { .. } => "remote",
             ServerError::Internal(_) => "internal",
         }
     }
 
     /// The error as the JSON body clients receive.
     pub fn body(&self) -> serde_json::Value {
+        if let ServerError::Remote { body, .. } = self {
+            return body.clone();
+        }
         serde_json::json!({"error": {"code": self.code(), "message": self.to_string()}})
     }
 }
 
+/// Marks a response whose namespace another node owns: the forwarding
+/// layer ([`crate::forward`]) sends the request there.
+#[derive(Debug, Clone)]
+pub struct OwnedBy(pub String);
+
 impl IntoResponse for ServerError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        let owner = match &self {
+            ServerError::Elsewhere { node, .. } => Some(OwnedBy(node.clone())),
+            _ => None,
+        };
+        if status.is_server_error() && owner.is_none() {
             tracing::error!(code = self.code(), error = %self, "request failed");
         }
-        (status, axum::Json(self.body())).into_response()
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        if let Some(owner) = owner {
+            response.extensions_mut().insert(owner);
+        }
+        response
     }
 }
 

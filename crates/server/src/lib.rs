@@ -8,10 +8,16 @@
 //! passes the embedded models, loaded on first use, or the OpenAI-compatible
 //! ones of its configuration).
 //!
-//! - **Durability** ([`log`], [`snapshot`], [`namespace`]): every write and
-//!   forget is appended to the namespace's event log and fsynced before it is
-//!   acknowledged; the substrate is snapshotted now and then; a restart
-//!   restores the newest whole snapshot and replays the log after it.
+//! - **Durability** ([`log`], [`snapshot`], [`namespace`], [`storage`]):
+//!   every write and forget is appended to the namespace's event log and made
+//!   durable (fsynced, or committed) before it is acknowledged; the substrate
+//!   is snapshotted now and then; a cold open restores the newest whole
+//!   snapshot and replays the log after it.
+//! - **Scale** ([`store`], [`storage::postgres`], [`forward`]): namespaces open
+//!   on first use and close when idle or over the memory cap, so memory
+//!   follows use and a start opens nothing. With `store = "postgres://…"`
+//!   any number of nodes share one database; each namespace has one owner
+//!   node at a time (an advisory lock) and the others forward its requests.
 //! - **Tenancy** ([`auth`]): bearer keys, stored as SHA-256 hashes, scoped to
 //!   namespace prefixes; outside its scope a namespace is `404` for a key.
 //!   Without keys the server binds only to loopback addresses.
@@ -36,13 +42,16 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod forward;
 pub mod jobs;
 pub mod log;
 pub mod mcp;
 pub mod metrics;
 pub mod namespace;
 pub mod openapi;
+pub mod service;
 pub mod snapshot;
+pub mod storage;
 pub mod store;
 
 pub use error::{Result, ServerError};
@@ -53,8 +62,8 @@ use rmcp::ServiceExt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use submem_bench::registry::Registry;
 use submem_core::Services;
@@ -62,8 +71,10 @@ use submem_core::Services;
 use crate::app::AppState;
 use crate::auth::KeyTable;
 use crate::config::ServerConfig;
+use crate::forward::Forwarder;
 use crate::mcp::MemoryTools;
 use crate::metrics::Metrics;
+use crate::storage::{file::FileBackend, postgres::PgBackend, Backend};
 use crate::store::Store;
 
 /// A server over one data directory.
@@ -73,7 +84,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens (or creates) `data_dir`, restoring every namespace in it.
+    /// Opens the store of `config` (`file`: namespaces under `data_dir`,
+    /// created if missing; a `postgres://` URL: the shared database, with
+    /// `data_dir` as node-local scratch space). Nothing is opened until it is
+    /// used, so this returns at once whatever the number of namespaces.
     pub async fn open(
         data_dir: &Path,
         registry: Arc<Registry>,
@@ -82,15 +96,39 @@ impl Server {
     ) -> Result<Self> {
         config.validate()?;
         let keys = KeyTable::new(&config);
-        let store = Store::open(data_dir, registry, services, config).await?;
-        Ok(Server {
-            state: Arc::new(AppState {
-                store,
-                keys,
-                metrics: Metrics::default(),
-                started: Instant::now(),
-            }),
-        })
+        let timeout = Duration::from_secs(config.request_timeout_s);
+        let (backend, forwarder): (Arc<dyn Backend>, Option<Forwarder>) = if config.store == "file"
+        {
+            (Arc::new(FileBackend::open(data_dir)?), None)
+        } else {
+            std::fs::create_dir_all(data_dir).map_err(|e| ServerError::io(data_dir, e))?;
+            let node = config.advertise.as_deref();
+            let backend = PgBackend::connect(
+                &config.store,
+                node,
+                config.owner_sessions,
+                &data_dir.join("pg-scratch"),
+            )
+            .await?;
+            let forwarder = Forwarder::new(node.unwrap_or(""), timeout)?;
+            (Arc::new(backend), Some(forwarder))
+        };
+        let store = Store::new(
+            backend,
+            data_dir.join("policies"),
+            registry,
+            services,
+            config,
+        );
+        let state = Arc::new(AppState {
+            store,
+            keys,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+            forwarder,
+        });
+        tokio::spawn(close_idle_namespaces(Arc::downgrade(&state)));
+        Ok(Server { state })
     }
 
     /// The shared state (for in-process use and tests).
@@ -116,14 +154,18 @@ impl Server {
                 Default::default(),
                 mcp_config,
             );
-        let mcp = axum::Router::new().nest_service("/mcp", mcp).layer(
-            axum::middleware::from_fn_with_state(state.clone(), app::authenticate),
-        );
+        let mcp = axum::Router::new()
+            .nest_service("/mcp", mcp)
+            .layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                app::authenticate,
+            ))
+            .layer(axum::middleware::from_fn(app::mcp_delete_ok));
         app::router(state).merge(mcp)
     }
 
-    /// Serves HTTP on `addr` until `shutdown` completes, then snapshots every
-    /// namespace. Without API keys only a loopback address is accepted.
+    /// Serves HTTP on `addr` until `shutdown` completes, then closes every
+    /// open namespace (each is snapshotted). Without API keys only a loopback address is accepted.
     pub async fn serve(
         self,
         addr: SocketAddr,
@@ -151,12 +193,12 @@ impl Server {
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|e| ServerError::Config(format!("server failed: {e}")))?;
-        self.state.store.snapshot_all().await;
+        self.state.store.close_all().await;
         Ok(())
     }
 
     /// Serves MCP over stdin/stdout until the client closes it, then
-    /// snapshots every namespace.
+    /// closes every open namespace.
     pub async fn serve_mcp_stdio(self) -> Result<()> {
         let tools = MemoryTools::new(self.state.clone(), true);
         let running = tools
@@ -166,8 +208,28 @@ impl Server {
         if let Err(e) = running.waiting().await {
             tracing::warn!(error = %e, "MCP session ended with an error");
         }
-        self.state.store.snapshot_all().await;
+        self.state.store.close_all().await;
         Ok(())
+    }
+}
+
+/// Closes idle namespaces (and those over the memory cap) now and then,
+/// until the server is dropped.
+async fn close_idle_namespaces(state: Weak<AppState>) {
+    let period = match state.upgrade() {
+        Some(s) => {
+            let idle = s.store.config.idle_close_s;
+            Duration::from_secs((idle / 4).clamp(1, 30))
+        }
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        state.store.close_idle().await;
+        state.store.enforce_cap().await;
     }
 }
 

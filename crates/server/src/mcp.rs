@@ -8,6 +8,10 @@
 //! (unknown namespace, bad budget, duplicate source ids) are tool results
 //! with `isError: true` and the API's error JSON as text, so a model can read
 //! and correct them; they never end the session.
+//!
+//! The tools call the operations of [`crate::service`]; when another node
+//! owns the namespace (PostgreSQL store), the tool sends the equivalent
+//! `/v1` call to that node with the caller's key.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -21,11 +25,10 @@ use std::sync::Arc;
 
 use submem_core::{Event, Turn};
 
-use crate::api::{check_events, info, query_of, visible, ReadRequest};
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::namespace::Submitted;
-use crate::store::spec_from_json;
+use crate::service::{self, ReadRequest};
 use crate::{Result, ServerError};
 
 /// `remember`'s arguments.
@@ -114,7 +117,40 @@ impl MemoryTools {
             .ok_or_else(|| ServerError::Unauthorized("no authenticated caller".into()))
     }
 
-    async fn remember_inner(&self, caller: &Caller, a: RememberArgs) -> Result<Value> {
+    /// Runs `here`; when another node owns the namespace, sends `path` with
+    /// `body` there instead (with the caller's key) and returns its JSON.
+    async fn routed(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        here: Result<Value>,
+        path: String,
+        body: Option<Value>,
+    ) -> Result<Value> {
+        let (node, forwarder) = match (&here, &self.state.forwarder) {
+            (Err(ServerError::Elsewhere { node, .. }), Some(f)) => (node.clone(), f),
+            _ => return here,
+        };
+        let authorization = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(http::header::AUTHORIZATION));
+        forwarder
+            .json(
+                &node,
+                http::Method::POST,
+                &path,
+                authorization,
+                body.as_ref(),
+            )
+            .await
+    }
+
+    async fn remember_inner(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
+        a: RememberArgs,
+    ) -> Result<Value> {
         let events: Vec<Event> = match (a.text, a.events) {
             (Some(text), None) => {
                 let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -144,31 +180,37 @@ impl MemoryTools {
                 ))
             }
         };
-        check_events(&self.state, &events)?;
-        let h = match visible(&self.state, caller, &a.namespace) {
-            Ok(h) => h,
-            Err(_) if caller.covers(&a.namespace) => {
-                let spec = spec_from_json(a.substrate.as_deref().unwrap_or("m2"), None)?;
-                match self.state.store.create(&a.namespace, spec).await {
-                    Ok(h) => h,
-                    // Created by a concurrent call.
-                    Err(ServerError::NamespaceExists(_)) => {
-                        visible(&self.state, caller, &a.namespace)?
-                    }
-                    Err(e) => return Err(e),
-                }
+        service::check_events(&self.state, &events)?;
+        if caller.covers(&a.namespace) && self.state.store.meta(&a.namespace).await?.is_none() {
+            let substrate = Value::String(a.substrate.unwrap_or_else(|| "m2".into()));
+            match service::create(&self.state, caller, &a.namespace, &substrate).await {
+                // Created by a concurrent call.
+                Ok(_) | Err(ServerError::NamespaceExists(_)) => {}
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
-        };
+        }
         let ids: Vec<String> = events.iter().map(|e| e.source_id().to_string()).collect();
-        Ok(match h.write(events, &self.state.store.jobs).await? {
-            Submitted::Done(r) => json!({"stored": r.events, "source_ids": ids}),
-            Submitted::Job(job) => json!({"job": job, "source_ids": ids}),
+        let body = json!({ "events": events });
+        let here = service::write(&self.state, caller, &a.namespace, events)
+            .await
+            .map(|s| match s {
+                Submitted::Done(r) => json!({"events": r.events, "units": r.units}),
+                Submitted::Job(job) => json!({"job": job}),
+            });
+        let path = format!("/v1/namespaces/{}/events", encode(&a.namespace));
+        let answer = self.routed(ctx, here, path, Some(body)).await?;
+        Ok(match answer.get("job") {
+            Some(job) => json!({"job": job, "source_ids": ids}),
+            None => json!({"stored": answer["events"], "source_ids": ids}),
         })
     }
 
-    async fn recall_inner(&self, caller: &Caller, a: RecallArgs) -> Result<Value> {
-        let h = visible(&self.state, caller, &a.namespace)?;
+    async fn recall_inner(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
+        a: RecallArgs,
+    ) -> Result<Value> {
         let req = ReadRequest {
             question: Some(a.question),
             task: None,
@@ -178,11 +220,47 @@ impl MemoryTools {
             fixed_prompt_tokens: None,
             trace: None,
         };
-        let q = query_of(&self.state, &h, &req)?;
-        let r = h.read(&q).await?;
-        Ok(json!({"text": r.text, "tokens": r.tokens,
-            "source_ids": r.sources.iter().map(|s| s.source_id.clone()).collect::<Vec<_>>()}))
+        let here = service::read(&self.state, caller, &a.namespace, &req)
+            .await
+            .and_then(|r| {
+                serde_json::to_value(r).map_err(|e| ServerError::Internal(e.to_string()))
+            });
+        let path = format!("/v1/namespaces/{}/read", encode(&a.namespace));
+        let body = serde_json::to_value(&req).map_err(|e| ServerError::Internal(e.to_string()))?;
+        let r = self.routed(ctx, here, path, Some(body)).await?;
+        let ids: Vec<Value> = r["sources"]
+            .as_array()
+            .map(|s| s.iter().map(|h| h["source_id"].clone()).collect())
+            .unwrap_or_default();
+        Ok(json!({"text": r["text"], "tokens": r["tokens"], "source_ids": ids}))
     }
+
+    async fn forget_inner(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
+        a: ForgetArgs,
+    ) -> Result<Value> {
+        let body = json!({ "source_ids": a.source_ids });
+        let here = service::forget(&self.state, caller, &a.namespace, a.source_ids)
+            .await
+            .map(|n| json!({ "forgotten": n }));
+        let path = format!("/v1/namespaces/{}/forget", encode(&a.namespace));
+        self.routed(ctx, here, path, Some(body)).await
+    }
+}
+
+/// A namespace name as one URL path segment.
+fn encode(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[tool_router(router = tool_router)]
@@ -197,7 +275,7 @@ impl MemoryTools {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let r = match self.caller(&ctx) {
-            Ok(c) => self.remember_inner(&c, args).await,
+            Ok(c) => self.remember_inner(&ctx, &c, args).await,
             Err(e) => Err(e),
         };
         result(r)
@@ -213,7 +291,7 @@ impl MemoryTools {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let r = match self.caller(&ctx) {
-            Ok(c) => self.recall_inner(&c, args).await,
+            Ok(c) => self.recall_inner(&ctx, &c, args).await,
             Err(e) => Err(e),
         };
         result(r)
@@ -229,13 +307,7 @@ impl MemoryTools {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let r = match self.caller(&ctx) {
-            Ok(c) => match visible(&self.state, &c, &args.namespace) {
-                Ok(h) => h
-                    .forget(args.source_ids)
-                    .await
-                    .map(|n| json!({"forgotten": n})),
-                Err(e) => Err(e),
-            },
+            Ok(c) => self.forget_inner(&ctx, &c, args).await,
             Err(e) => Err(e),
         };
         result(r)
@@ -251,15 +323,9 @@ impl MemoryTools {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let r = match self.caller(&ctx) {
-            Ok(c) => {
-                let mut out = Vec::new();
-                for h in self.state.store.all() {
-                    if c.covers(&h.meta.name) {
-                        out.push(info(&h).await);
-                    }
-                }
-                Ok(json!({ "namespaces": out }))
-            }
+            Ok(c) => service::list(&self.state, &c)
+                .await
+                .map(|out| json!({ "namespaces": out })),
             Err(e) => Err(e),
         };
         result(r)

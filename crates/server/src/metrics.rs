@@ -111,10 +111,42 @@ impl Metrics {
                 s.count
             );
         }
-        let spaces = store.all();
-        let _ = writeln!(out, "# HELP submem_namespaces Namespaces served.");
-        let _ = writeln!(out, "# TYPE submem_namespaces gauge");
-        let _ = writeln!(out, "submem_namespaces {}", spaces.len());
+        let spaces = store.all_resident();
+        let _ = writeln!(
+            out,
+            "# HELP submem_namespaces_open Namespaces open on this node."
+        );
+        let _ = writeln!(out, "# TYPE submem_namespaces_open gauge");
+        let _ = writeln!(out, "submem_namespaces_open {}", spaces.len());
+        let resident: u64 = spaces.iter().map(|h| h.footprint().memory_bytes).sum();
+        let _ = writeln!(
+            out,
+            "# HELP submem_resident_bytes Memory the open substrates report."
+        );
+        let _ = writeln!(out, "# TYPE submem_resident_bytes gauge");
+        let _ = writeln!(out, "submem_resident_bytes {resident}");
+        let stats = &store.stats;
+        for (metric, help, value) in [
+            (
+                "submem_namespace_opens_total",
+                "Cold opens (snapshot restored, log tail replayed).",
+                stats.opens.load(std::sync::atomic::Ordering::Relaxed) as f64,
+            ),
+            (
+                "submem_namespace_open_seconds_total",
+                "Time spent in cold opens.",
+                stats.open_ms.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3,
+            ),
+            (
+                "submem_namespace_closes_total",
+                "Namespaces closed (idle, memory cap, lost lease, shutdown).",
+                stats.closes.load(std::sync::atomic::Ordering::Relaxed) as f64,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}");
+            let _ = writeln!(out, "# TYPE {metric} counter");
+            let _ = writeln!(out, "{metric} {value}");
+        }
         let (queued, running) = store.jobs.pending();
         let _ = writeln!(
             out,

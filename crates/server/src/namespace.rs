@@ -12,26 +12,34 @@
 //! on the substrate, which is shared (`&self` methods).
 //!
 //! A batch the substrate refuses after it was logged is undone by logging a
-//! forget of its ids, so a replay ends in the same state. Every
-//! `snapshot_every` applied records, and after each manage pass, the applier
-//! persists the substrate (see [`crate::snapshot`]); a restart restores the
-//! newest whole snapshot and replays the log after the offset it covers.
+//! forget of its ids, so a replay ends in the same state. The applier
+//! persists the substrate (see [`crate::storage::SnapshotStore`]) after each
+//! manage pass and whenever the unsnapshotted tail of the log grows past
+//! [`SnapshotPolicy`]: a record count, or the time its records took to apply,
+//! which is what replaying them on a cold open will take again (embedding
+//! substrates recompute every vector). A cold open restores the newest whole
+//! snapshot and replays the log after the offset it covers.
+//!
+//! A handle counts the requests using it and the operations queued on it, so
+//! the resident set ([`crate::resident`]) closes only idle namespaces:
+//! [`NamespaceHandle::close`] drains the queue, snapshots what is not yet
+//! snapshotted and releases the namespace's lease.
 
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use submem_core::{Event, Footprint, Forget, ManageReport, Meter, MeterSnapshot, Query, Recall};
 use submem_core::{MeteredSubstrate, Namespace, Substrate, WriteReport};
 
 use crate::jobs::Jobs;
-use crate::log::{EventLog, FileLog, LogRecord};
-use crate::snapshot;
+use crate::log::{EventLog, LogRecord};
+use crate::storage::{Lease, NamespaceStorage, SnapshotStore};
 use crate::{Result, ServerError};
 
 /// The metered substrate of a namespace.
@@ -88,6 +96,28 @@ struct Op {
 struct Offsets {
     applied: AtomicU64,
     snapshot: AtomicU64,
+    /// Operations sent to the applier and not finished.
+    queued: AtomicUsize,
+}
+
+/// When the applier snapshots: whichever limit the unsnapshotted tail of
+/// the log passes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotPolicy {
+    /// Log records (writes and forgets) applied since the last snapshot.
+    pub every_records: u64,
+    /// Time spent applying them: a cold open replays the same records and
+    /// pays it again, so this bounds the replay part of a cold open.
+    pub apply_time: Duration,
+}
+
+impl Default for SnapshotPolicy {
+    fn default() -> Self {
+        SnapshotPolicy {
+            every_records: 256,
+            apply_time: Duration::from_millis(500),
+        }
+    }
 }
 
 /// A live namespace.
@@ -100,42 +130,59 @@ pub struct NamespaceHandle {
     /// Whether writes and manage passes run as background jobs (the
     /// substrate calls an LLM).
     pub background: bool,
-    dir: PathBuf,
     substrate: Arc<Metered>,
     log: Arc<dyn EventLog>,
+    snapshots: Arc<dyn SnapshotStore>,
+    lease: Arc<dyn Lease>,
     sources: Arc<Mutex<HashSet<String>>>,
     offsets: Arc<Offsets>,
-    ops: mpsc::UnboundedSender<Op>,
+    /// `None` once closed.
+    ops: std::sync::Mutex<Option<mpsc::UnboundedSender<Op>>>,
+    applier: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Requests holding the handle (see [`crate::resident`]).
+    pub(crate) users: AtomicUsize,
+    /// When it was last handed to a request, as ms since `opened`.
+    last_used_ms: AtomicU64,
+    opened: Instant,
+    /// How long the cold open took (restore and replay).
+    pub open_time: Duration,
 }
 
 /// Everything the applier task owns.
 struct Applier {
     ns: Namespace,
-    dir: PathBuf,
     substrate: Arc<Metered>,
     log: Arc<dyn EventLog>,
+    snapshots: Arc<dyn SnapshotStore>,
     sources: Arc<Mutex<HashSet<String>>>,
     offsets: Arc<Offsets>,
     jobs: Arc<Jobs>,
-    snapshot_every: u64,
+    policy: SnapshotPolicy,
 }
 
 impl NamespaceHandle {
-    /// Opens the namespace stored in `dir` with a freshly built `substrate`:
+    /// Opens the namespace over `storage` with a freshly built `substrate`:
     /// restores the newest whole snapshot, replays the log after it, and
     /// starts the applier.
     pub async fn open(
-        dir: &Path,
         meta: NamespaceMeta,
+        storage: NamespaceStorage,
         substrate: Arc<Metered>,
         background: bool,
         jobs: Arc<Jobs>,
-        snapshot_every: u64,
+        policy: SnapshotPolicy,
     ) -> Result<Arc<Self>> {
+        let started = Instant::now();
         let ns = Namespace::new(meta.name.clone())
             .map_err(|e| ServerError::BadRequest(e.to_string()))?;
-        let log: Arc<dyn EventLog> = Arc::new(FileLog::open(&dir.join("events.log"))?);
-        let covered = snapshot::restore_newest(dir, substrate.as_ref(), log.end()).await;
+        let NamespaceStorage {
+            log,
+            snapshots,
+            lease,
+        } = storage;
+        let covered = snapshots
+            .restore_newest(substrate.as_ref(), log.end())
+            .await?;
         let mut sources = HashSet::new();
         let mut replayed = 0usize;
         for (end, record) in log.replay(0).await? {
@@ -168,46 +215,136 @@ impl NamespaceHandle {
             }
         }
         let end = log.end();
-        tracing::info!(namespace = %ns, snapshot = covered, replayed, events = sources.len(), "namespace opened");
+        let open_time = started.elapsed();
+        tracing::info!(namespace = %ns, snapshot = covered, replayed, events = sources.len(),
+            ms = open_time.as_secs_f64() * 1e3, "namespace opened");
         let offsets = Arc::new(Offsets {
             applied: AtomicU64::new(end),
             snapshot: AtomicU64::new(covered),
+            queued: AtomicUsize::new(0),
         });
         let sources = Arc::new(Mutex::new(sources));
         let (tx, rx) = mpsc::unbounded_channel();
         let applier = Applier {
             ns: ns.clone(),
-            dir: dir.to_path_buf(),
             substrate: substrate.clone(),
             log: log.clone(),
+            snapshots: snapshots.clone(),
             sources: sources.clone(),
             offsets: offsets.clone(),
             jobs,
-            snapshot_every,
+            policy,
         };
-        tokio::spawn(applier.run(rx));
+        let task = tokio::spawn(applier.run(rx));
         Ok(Arc::new(NamespaceHandle {
             meta,
             ns,
             background,
-            dir: dir.to_path_buf(),
             substrate,
             log,
+            snapshots,
+            lease,
             sources,
             offsets,
-            ops: tx,
+            ops: std::sync::Mutex::new(Some(tx)),
+            applier: std::sync::Mutex::new(Some(task)),
+            users: AtomicUsize::new(0),
+            last_used_ms: AtomicU64::new(0),
+            opened: started,
+            open_time,
         }))
     }
 
-    /// The directory holding the namespace's files.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Marks the handle used now.
+    pub(crate) fn touch(&self) {
+        let ms = self.opened.elapsed().as_millis() as u64;
+        self.last_used_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long since a request last took the handle.
+    pub fn idle_for(&self) -> Duration {
+        let now = self.opened.elapsed();
+        now.saturating_sub(Duration::from_millis(
+            self.last_used_ms.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Whether no request holds the handle and nothing is queued on it.
+    pub fn is_idle(&self) -> bool {
+        self.users.load(Ordering::SeqCst) == 0 && self.offsets.queued.load(Ordering::SeqCst) == 0
+    }
+
+    /// Whether this process lost the right to write the namespace.
+    pub fn lease_lost(&self) -> bool {
+        self.lease.lost()
+    }
+
+    /// Stops the namespace without snapshotting (it is being deleted): the
+    /// applier stops after what is queued, the lease is released.
+    pub async fn discard(&self) {
+        let sender = self.ops.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(sender);
+        let task = self
+            .applier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        self.snapshots.close().await;
+        self.lease.release().await;
+    }
+
+    /// Closes the namespace: the queued work is finished, what is not
+    /// snapshotted yet is snapshotted (unless the lease is lost: then
+    /// nothing is written), the applier stops and the lease is released.
+    /// Requests still holding the handle get `namespace_closed` for changes
+    /// and keep reading the substrate.
+    pub async fn close(&self) {
+        if !self.lease.lost() {
+            if let Err(e) = self.snapshot().await {
+                tracing::error!(namespace = %self.ns, error = %e, "snapshot at close failed; the log still holds every event");
+            }
+        }
+        let sender = self.ops.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(sender);
+        let task = self
+            .applier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        self.snapshots.close().await;
+        self.lease.release().await;
+        tracing::debug!(namespace = %self.ns, "namespace closed");
+    }
+
+    /// Refuses a change before it is logged once the handle is closed.
+    fn check_open(&self) -> Result<()> {
+        let closed =
+            self.lease.lost() || self.ops.lock().unwrap_or_else(|e| e.into_inner()).is_none();
+        if closed {
+            return Err(ServerError::Closed(self.meta.name.clone()));
+        }
+        Ok(())
     }
 
     fn send(&self, op: Op) -> Result<()> {
-        self.ops
-            .send(op)
-            .map_err(|_| ServerError::Closed(self.meta.name.clone()))
+        if self.lease.lost() {
+            return Err(ServerError::Closed(self.meta.name.clone()));
+        }
+        let ops = self.ops.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = ops
+            .as_ref()
+            .ok_or_else(|| ServerError::Closed(self.meta.name.clone()))?;
+        self.offsets.queued.fetch_add(1, Ordering::SeqCst);
+        sender.send(op).map_err(|_| {
+            self.offsets.queued.fetch_sub(1, Ordering::SeqCst);
+            ServerError::Closed(self.meta.name.clone())
+        })
     }
 
     /// Queues `kind`; the receiver answers when it is applied (none for a job).
@@ -276,6 +413,7 @@ impl NamespaceHandle {
             }
         }
         let ids: Vec<String> = seen.into_iter().map(str::to_string).collect();
+        self.check_open()?;
         let record = LogRecord::Write { events };
         let end = self.log.append(&record).await?;
         sources.extend(ids);
@@ -305,6 +443,7 @@ impl NamespaceHandle {
         if known.is_empty() {
             return Ok(0);
         }
+        self.check_open()?;
         let record = LogRecord::Forget { source_ids: known };
         let end = self.log.append(&record).await?;
         let LogRecord::Forget { source_ids } = record else {
@@ -416,12 +555,28 @@ async fn apply_record(ns: &Namespace, s: &Metered, record: LogRecord) -> submem_
     }
 }
 
+/// The log's tail since the last snapshot.
+#[derive(Debug, Default)]
+struct Tail {
+    records: u64,
+    apply_time: Duration,
+}
+
 impl Applier {
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Op>) {
-        let mut since_snapshot = 0u64;
+        let mut tail = Tail::default();
         // A forget was applied and its text is still in the log.
         let mut compaction_due = false;
         while let Some(op) = rx.recv().await {
+            self.step(op, &mut tail, &mut compaction_due).await;
+            self.offsets.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+        tracing::debug!(namespace = %self.ns, "applier stopped");
+    }
+
+    /// Applies one operation, then compacts or snapshots when due.
+    async fn step(&self, op: Op, tail: &mut Tail, compaction_due: &mut bool) {
+        {
             if let Some(j) = &op.job {
                 self.jobs.start(j);
             }
@@ -432,6 +587,7 @@ impl Applier {
             };
             // A panicking substrate fails this op, not the namespace; a
             // batch it panicked on is undone like a refused one.
+            let started = Instant::now();
             let out = match AssertUnwindSafe(self.apply(op.kind, op.end))
                 .catch_unwind()
                 .await
@@ -456,46 +612,47 @@ impl Applier {
                 }
             };
             if logged {
-                since_snapshot += 1;
+                tail.records += 1;
+                tail.apply_time += started.elapsed();
             }
-            compaction_due |= matches!(out, Ok(Outcome::Forgotten(n)) if n > 0);
+            *compaction_due |= matches!(out, Ok(Outcome::Forgotten(n)) if n > 0);
             let managed = matches!(out, Ok(Outcome::Managed(_)));
             let snap_now = managed
-                || (since_snapshot >= self.snapshot_every
+                || ((tail.records >= self.policy.every_records
+                    || tail.apply_time >= self.policy.apply_time)
                     && !matches!(out, Ok(Outcome::Snapshotted)));
             if let Some(j) = &op.job {
                 self.jobs
                     .finish(j, out.as_ref().err().map(|e| e.to_string()));
             }
             if matches!(out, Ok(Outcome::Snapshotted)) {
-                since_snapshot = 0;
+                *tail = Tail::default();
             }
             if let Some(reply) = op.reply {
                 let _ = reply.send(out);
             }
-            if compaction_due {
+            if *compaction_due {
                 match self.compact().await {
                     Ok(true) => {
-                        compaction_due = false;
-                        since_snapshot = 0;
-                        continue;
+                        *compaction_due = false;
+                        *tail = Tail::default();
+                        return;
                     }
                     Ok(false) => {}
                     Err(e) => {
-                        compaction_due = false;
+                        *compaction_due = false;
                         tracing::error!(namespace = %self.ns, error = %e,
                             "log compaction failed; forgotten text stays in the log until the next forget")
                     }
                 }
             }
             if snap_now {
-                since_snapshot = 0;
+                *tail = Tail::default();
                 if let Err(e) = self.snapshot(managed).await {
                     tracing::error!(namespace = %self.ns, error = %e, "snapshot failed; the log still holds every event");
                 }
             }
         }
-        tracing::debug!(namespace = %self.ns, "applier stopped");
     }
 
     async fn apply(&self, kind: OpKind, end: u64) -> Result<Outcome> {
@@ -565,11 +722,13 @@ impl Applier {
         }
         let records = self.log.replay(0).await?;
         let live = crate::log::live_history(records.into_iter().map(|(_, r)| r));
-        snapshot::remove_all(&self.dir)?;
+        self.snapshots.remove_all().await?;
         self.offsets.snapshot.store(0, Ordering::SeqCst);
         let new_end = self.log.rewrite(&live).await?;
         self.offsets.applied.store(new_end, Ordering::SeqCst);
-        snapshot::take(&self.dir, self.substrate.as_ref(), new_end).await?;
+        self.snapshots
+            .take(self.substrate.as_ref(), new_end)
+            .await?;
         self.offsets.snapshot.store(new_end, Ordering::SeqCst);
         tracing::info!(namespace = %self.ns, from = end, to = new_end, "log compacted after a forget");
         Ok(true)
@@ -582,7 +741,9 @@ impl Applier {
         if !force && applied == self.offsets.snapshot.load(Ordering::SeqCst) {
             return Ok(());
         }
-        snapshot::take(&self.dir, self.substrate.as_ref(), applied).await?;
+        self.snapshots
+            .take(self.substrate.as_ref(), applied)
+            .await?;
         self.offsets.snapshot.store(applied, Ordering::SeqCst);
         Ok(())
     }

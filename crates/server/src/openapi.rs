@@ -59,9 +59,11 @@ fn components() -> Value {
                     {"type": "object", "required": ["name"], "properties": {
                         "name": {"type": "string"},
                         "settings": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}}}]}}},
-            "Namespace": {"type": "object", "properties": {
+            "Namespace": {"type": "object", "required": ["name", "substrate", "background", "created_unix", "resident"], "properties": {
                 "name": {"type": "string"}, "substrate": {"type": "string"}, "background": {"type": "boolean"},
-                "events": {"type": "integer"}, "created_unix": {"type": "integer"}, "log_bytes": {"type": "integer"},
+                "created_unix": {"type": "integer"},
+                "resident": {"type": "boolean", "description": "open on the node that answered; the counters below are present only then"},
+                "events": {"type": "integer"}, "log_bytes": {"type": "integer"},
                 "applied_offset": {"type": "integer"}, "snapshot_offset": {"type": "integer"}}},
             "Event": {"oneOf": [
                 {"type": "object", "required": ["kind", "session_id", "speaker", "text", "source_id"], "properties": {
@@ -109,7 +111,9 @@ pub fn document() -> Value {
         "security": [{"bearer": []}],
         "components": components(),
         "paths": {
-            "/healthz": {"get": op("Liveness", &[], None, json!({"200": ok("alive", obj.clone())}), false)},
+            "/healthz": {"get": op("Liveness (answers at once; opens nothing)", &[], None, json!({"200": ok("alive", obj.clone())}), false)},
+            "/readyz": {"get": op("Readiness: the store (data directory or database) answers", &[], None,
+                json!({"200": ok("ready", obj.clone()), "503": ok("not ready", obj.clone())}), false)},
             "/metrics": {"get": op("Prometheus metrics (no namespace labels)", &[], None,
                 json!({"200": {"description": "text exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}}), false)},
             "/v1/openapi.json": {"get": op("This document", &[], None, json!({"200": ok("OpenAPI document", obj.clone())}), false)},

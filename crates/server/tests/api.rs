@@ -161,8 +161,19 @@ async fn write_read_forget_and_restart_round_trip() {
     drop(s); // no graceful stop: the restart must rely on the log
 
     let s = start(dir.path(), config).await;
+    // Metadata never opens a namespace: after a restart it is not resident
+    // and has no live counters until a request needs its substrate.
     let (_, after) = call(&s, "GET", "/v1/namespaces/alice", None, None).await;
-    assert_eq!(after["events"], 4, "{after}");
+    assert_eq!(after["resident"], false, "{after}");
+    assert!(after.get("events").is_none(), "{after}");
+    let (st, foot) = call(&s, "GET", "/v1/namespaces/alice/footprint", None, None).await;
+    assert_eq!((st, &foot["events"]), (200, &json!(4)), "{foot}");
+    let (_, after) = call(&s, "GET", "/v1/namespaces/alice", None, None).await;
+    assert_eq!(
+        (&after["resident"], &after["events"]),
+        (&json!(true), &json!(4)),
+        "{after}"
+    );
     let (_, body) = call(
         &s,
         "POST",

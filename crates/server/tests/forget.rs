@@ -123,7 +123,14 @@ async fn a_forget_erases_the_text_from_log_and_snapshots() {
     let s = start(dir.path(), config).await;
     for (i, substrate) in substrates.iter().enumerate() {
         let ns = format!("ns{i}");
-        let (_, info) = call(&s, "GET", &format!("/v1/namespaces/{ns}"), None, None).await;
+        let (_, info) = call(
+            &s,
+            "GET",
+            &format!("/v1/namespaces/{ns}/footprint"),
+            None,
+            None,
+        )
+        .await;
         assert_eq!(info["events"], 7, "{substrate}: {info}");
         let shown = sources(&s, &ns, "password oboe ferry recital").await;
         assert!(
@@ -145,7 +152,14 @@ async fn a_forget_erases_the_text_from_log_and_snapshots() {
     drop(s);
     let s = start(dir.path(), ServerConfig::new()).await;
     for i in 0..substrates.len() {
-        let (_, info) = call(&s, "GET", &format!("/v1/namespaces/ns{i}"), None, None).await;
+        let (_, info) = call(
+            &s,
+            "GET",
+            &format!("/v1/namespaces/ns{i}/footprint"),
+            None,
+            None,
+        )
+        .await;
         assert_eq!(info["events"], 8, "{info}");
     }
     assert_eq!(files_holding(dir.path(), SECRET), Vec::<String>::new());

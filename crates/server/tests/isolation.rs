@@ -191,7 +191,8 @@ async fn no_tenant_sees_another_tenants_memory() {
                     }
                     denied += 1;
                 } else {
-                    let (st, body) = call(&s, "GET", &path, Some(KEYS[k]), None).await;
+                    let foot = format!("{path}/footprint");
+                    let (st, body) = call(&s, "GET", &foot, Some(KEYS[k]), None).await;
                     assert_eq!(st, 200, "{body}");
                     assert_eq!(
                         body["events"].as_u64().unwrap() as usize,

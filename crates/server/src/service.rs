@@ -1,0 +1,424 @@
+//! The server's operations, one function each, called by the HTTP handlers
+//! ([`crate::api`]) and the MCP tools ([`crate::mcp`]) alike: scope checks,
+//! limits, and the request and response shapes live here once.
+//!
+//! Every operation on a namespace checks the caller's scope first (outside
+//! it a namespace is `404`, whether or not it exists), then sizes and
+//! budgets against [`crate::config::Limits`], and only then opens the
+//! namespace ([`crate::store::Store::acquire`]). An operation on a namespace
+//! another node owns fails with [`ServerError::Elsewhere`], which the HTTP
+//! layer forwards ([`crate::forward`]) and the MCP tools send on as the
+//! equivalent `/v1` call.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Instant;
+
+use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
+use submem_core::{Event, ManageReport, Query, ReadTrace, SourceHit, WriteReport};
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::namespace::{NamespaceHandle, NamespaceMeta, Submitted};
+use crate::store::{spec_from_json, Access, Using};
+use crate::{Result, ServerError};
+
+/// Largest `k` a read may ask for.
+pub const MAX_K: usize = 1000;
+
+/// A namespace as the API shows it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NamespaceInfo {
+    /// The name.
+    pub name: String,
+    /// The substrate spec.
+    pub substrate: String,
+    /// Whether writes run as background jobs.
+    pub background: bool,
+    /// Creation time, Unix seconds.
+    pub created_unix: u64,
+    /// Whether the namespace is open on the node that answered. The fields
+    /// below are its live counters, present only then (listing and metadata
+    /// never open a namespace).
+    pub resident: bool,
+    /// Events stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<usize>,
+    /// Size of the event log (bytes for the file store, records for
+    /// PostgreSQL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_bytes: Option<u64>,
+    /// Log offset applied to the substrate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_offset: Option<u64>,
+    /// Log offset the newest snapshot covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_offset: Option<u64>,
+}
+
+/// `POST /v1/namespaces/{ns}/read`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRequest {
+    /// A question (conversational regime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The task (agentic regime, with `observation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// The newest observation (agentic regime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<String>,
+    /// Token budget of the whole reader context.
+    pub budget: usize,
+    /// Items to retrieve (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<usize>,
+    /// Tokens of the reader's fixed prompt around the memory block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_prompt_tokens: Option<usize>,
+    /// Source ids to trace (how they ranked and why they were or were not shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Vec<String>>,
+}
+
+/// What a read returns.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReadResponse {
+    /// The rendered memory block.
+    pub text: String,
+    /// Its tokens (never above the allowance).
+    pub tokens: usize,
+    /// The events shown, most relevant first.
+    pub sources: Vec<SourceHit>,
+    /// The trace, when asked for and the substrate keeps one (FlexA-Mem).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<ReadTrace>,
+    /// Time the substrate took, milliseconds.
+    pub latency_ms: f64,
+}
+
+/// The namespace `name` open here for the caller, or why not: `404` outside
+/// the caller's scope or when it does not exist, [`ServerError::Elsewhere`]
+/// when another node owns it.
+pub async fn open(state: &AppState, caller: &Caller, name: &str) -> Result<Using> {
+    if !caller.covers(name) {
+        return Err(ServerError::NamespaceNotFound(name.into()));
+    }
+    match state.store.acquire(name).await? {
+        Access::Local(using) => Ok(using),
+        Access::Remote(node) => Err(ServerError::Elsewhere {
+            namespace: name.into(),
+            node,
+        }),
+    }
+}
+
+/// The API view of a namespace, with live counters when it is open here.
+pub async fn info_of(
+    state: &AppState,
+    meta: &NamespaceMeta,
+    open: Option<&NamespaceHandle>,
+) -> NamespaceInfo {
+    let mut info = NamespaceInfo {
+        name: meta.name.clone(),
+        substrate: meta.substrate.clone(),
+        background: state.store.background(meta),
+        created_unix: meta.created_unix,
+        resident: false,
+        events: None,
+        log_bytes: None,
+        applied_offset: None,
+        snapshot_offset: None,
+    };
+    if let Some(h) = open {
+        let (log, applied, snapshot) = h.offsets();
+        info.resident = true;
+        info.background = h.background;
+        info.events = Some(h.event_count().await);
+        info.log_bytes = Some(log);
+        info.applied_offset = Some(applied);
+        info.snapshot_offset = Some(snapshot);
+    }
+    info
+}
+
+/// Creates a namespace; `substrate` is `"m2"`, `"flexa:rho=0.2"` or
+/// `{"name": "flexa", "settings": {"rho": 0.2}}`.
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    substrate: &Value,
+) -> Result<NamespaceInfo> {
+    if !caller.covers(name) {
+        return Err(ServerError::Forbidden(format!(
+            "this key may only create namespaces starting with {}",
+            caller
+                .prefixes
+                .iter()
+                .map(|p| format!("{p:?}"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )));
+    }
+    let spec = match substrate {
+        Value::String(s) => spec_from_json(s, None)?,
+        Value::Object(m) => {
+            let name = m.get("name").and_then(Value::as_str).ok_or_else(|| {
+                ServerError::BadSubstrate("substrate object needs a string `name`".into())
+            })?;
+            if let Some(k) = m.keys().find(|k| *k != "name" && *k != "settings") {
+                return Err(ServerError::BadSubstrate(format!(
+                    "unknown field {k:?} in substrate (expected name, settings)"
+                )));
+            }
+            spec_from_json(name, m.get("settings"))?
+        }
+        other => {
+            return Err(ServerError::BadSubstrate(format!(
+                "substrate must be a string such as \"m2\" or an object {{name, settings}}, got {other}"
+            )))
+        }
+    };
+    let meta = state.store.create(name, spec).await?;
+    let mut info = info_of(state, &meta, None).await;
+    // A new namespace is empty; say so without opening it.
+    info.events = Some(0);
+    Ok(info)
+}
+
+/// The caller's namespaces, none opened.
+pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<NamespaceInfo>> {
+    let mut out = Vec::new();
+    for meta in state.store.list().await? {
+        if caller.covers(&meta.name) {
+            let open = state.store.resident(&meta.name);
+            out.push(info_of(state, &meta, open.as_deref()).await);
+        }
+    }
+    Ok(out)
+}
+
+/// One namespace's metadata, without opening it.
+pub async fn info(state: &AppState, caller: &Caller, name: &str) -> Result<NamespaceInfo> {
+    if !caller.covers(name) {
+        return Err(ServerError::NamespaceNotFound(name.into()));
+    }
+    let meta = state
+        .store
+        .meta(name)
+        .await?
+        .ok_or_else(|| ServerError::NamespaceNotFound(name.into()))?;
+    let open = state.store.resident(name);
+    Ok(info_of(state, &meta, open.as_deref()).await)
+}
+
+/// Deletes a namespace (on the node that owns it).
+pub async fn delete(state: &AppState, caller: &Caller, name: &str) -> Result<()> {
+    let using = open(state, caller, name).await?;
+    if !state.store.delete(name, using).await? {
+        return Err(ServerError::NamespaceNotFound(name.into()));
+    }
+    Ok(())
+}
+
+/// Checks a batch against the limits.
+pub fn check_events(state: &AppState, events: &[Event]) -> Result<()> {
+    let limits = &state.store.config.limits;
+    if events.is_empty() {
+        return Err(ServerError::BadRequest("`events` is empty".into()));
+    }
+    if events.len() > limits.max_batch {
+        return Err(ServerError::TooLarge(format!(
+            "batch of {} events; at most {} per request",
+            events.len(),
+            limits.max_batch
+        )));
+    }
+    for e in events {
+        let len = e.content().len();
+        if len > limits.max_text_bytes {
+            return Err(ServerError::TooLarge(format!(
+                "event {:?} has {len} bytes of text; at most {}",
+                e.source_id(),
+                limits.max_text_bytes
+            )));
+        }
+        if e.source_id().len() > 256 {
+            return Err(ServerError::BadRequest(format!(
+                "source id of {} bytes; at most 256",
+                e.source_id().len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a batch: the substrate's report, or a job id for a substrate
+/// that calls an LLM.
+pub async fn write(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    events: Vec<Event>,
+) -> Result<Submitted<WriteReport>> {
+    check_events(state, &events)?;
+    let h = open(state, caller, name).await?;
+    h.write(events, &state.store.jobs).await
+}
+
+/// Checks a read request's texts, budget and `k` (before any namespace is
+/// opened).
+pub fn check_read(state: &AppState, req: &ReadRequest) -> Result<()> {
+    let max = state.store.config.limits.max_text_bytes;
+    for t in [&req.question, &req.task, &req.observation]
+        .into_iter()
+        .flatten()
+    {
+        if t.len() > max {
+            return Err(ServerError::TooLarge(format!(
+                "query text of {} bytes; at most {max}",
+                t.len()
+            )));
+        }
+    }
+    if !(MIN_BUDGET..=MAX_BUDGET).contains(&req.budget) {
+        return Err(ServerError::BadRequest(format!(
+            "budget must be in {MIN_BUDGET}..={MAX_BUDGET} tokens, got {}",
+            req.budget
+        )));
+    }
+    let k = req.k.unwrap_or(10);
+    if !(1..=MAX_K).contains(&k) {
+        return Err(ServerError::BadRequest(format!(
+            "k must be in 1..={MAX_K}, got {k}"
+        )));
+    }
+    if req.trace.as_ref().is_some_and(|t| t.len() > MAX_K) {
+        return Err(ServerError::TooLarge(format!(
+            "at most {MAX_K} source ids to trace"
+        )));
+    }
+    Ok(())
+}
+
+/// The query of a checked read request.
+pub fn query_of(h: &NamespaceHandle, req: &ReadRequest) -> Result<Query> {
+    let q = match (&req.question, &req.task, &req.observation) {
+        (Some(q), None, None) => Query::question(h.ns.clone(), q.clone(), req.budget),
+        (None, Some(t), o) => Query::agentic(
+            h.ns.clone(),
+            t.clone(),
+            o.clone().unwrap_or_default(),
+            req.budget,
+        ),
+        (None, None, Some(o)) => Query::agentic(h.ns.clone(), String::new(), o.clone(), req.budget),
+        (None, None, None) => {
+            return Err(ServerError::BadRequest(
+                "give `question`, or `task` and/or `observation`".into(),
+            ))
+        }
+        _ => {
+            return Err(ServerError::BadRequest(
+                "`question` cannot be combined with `task` or `observation`".into(),
+            ))
+        }
+    };
+    let fixed = req.fixed_prompt_tokens.unwrap_or(0);
+    if fixed >= q.filled_budget() {
+        return Err(ServerError::BadRequest(format!(
+            "fixed_prompt_tokens {fixed} leaves no room in a budget of {}",
+            req.budget
+        )));
+    }
+    Ok(q.with_top_k(req.k.unwrap_or(10))
+        .with_fixed_prompt_tokens(fixed))
+}
+
+/// Renders memory for a query under its budget.
+pub async fn read(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    req: &ReadRequest,
+) -> Result<ReadResponse> {
+    check_read(state, req)?;
+    let h = open(state, caller, name).await?;
+    let query = query_of(&h, req)?;
+    let start = Instant::now();
+    let recall = h.read(&query).await?;
+    let latency_ms = start.elapsed().as_secs_f64() * 1e3;
+    let trace = match &req.trace {
+        Some(ids) if !ids.is_empty() => h.trace(&query, ids).await?,
+        _ => None,
+    };
+    Ok(ReadResponse {
+        text: recall.text,
+        tokens: recall.tokens,
+        sources: recall.sources,
+        trace,
+        latency_ms,
+    })
+}
+
+/// Forgets events by source id; how many were stored.
+pub async fn forget(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    source_ids: Vec<String>,
+) -> Result<usize> {
+    let max = state.store.config.limits.max_forget;
+    if source_ids.len() > max {
+        return Err(ServerError::TooLarge(format!(
+            "{} source ids; at most {max} per request",
+            source_ids.len()
+        )));
+    }
+    let h = open(state, caller, name).await?;
+    h.forget(source_ids).await
+}
+
+/// Runs a manage pass.
+pub async fn manage(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+) -> Result<Submitted<ManageReport>> {
+    let h = open(state, caller, name).await?;
+    h.manage(&state.store.jobs).await
+}
+
+/// Sizes of a namespace (it is opened).
+pub async fn footprint(state: &AppState, caller: &Caller, name: &str) -> Result<Value> {
+    let h = open(state, caller, name).await?;
+    let f = h.footprint();
+    let (log_bytes, _, _) = h.offsets();
+    Ok(serde_json::json!({
+        "events": h.event_count().await,
+        "log_bytes": log_bytes,
+        "memory_bytes": f.memory_bytes,
+        "disk_bytes": f.disk_bytes,
+        "stored_tokens": f.stored_tokens,
+        "input_tokens": f.input_tokens,
+    }))
+}
+
+/// Per-phase calls, tokens and latency of a namespace (it is opened).
+pub async fn meter(state: &AppState, caller: &Caller, name: &str) -> Result<Value> {
+    let h = open(state, caller, name).await?;
+    let m = h.meter();
+    Ok(serde_json::json!({
+        "write": m.write, "read": m.read, "manage": m.manage,
+        "total_calls": m.total_calls(), "total_tokens": m.total_tokens(),
+    }))
+}
+
+/// A background job, if the caller may see its namespace.
+pub fn job(state: &AppState, caller: &Caller, id: &str) -> Result<crate::jobs::Job> {
+    match state.store.jobs.get(id) {
+        Some(j) if caller.covers(&j.namespace) => Ok(j),
+        _ => Err(ServerError::JobNotFound(id.into())),
+    }
+}

@@ -1,0 +1,262 @@
+//! The embedded default store: one directory per namespace.
+//!
+//! ```text
+//! DIR/namespaces/<sha256 of the name>/meta.json     name, substrate spec (written atomically)
+//! DIR/namespaces/<sha256 of the name>/events.log    the append-only event log
+//! DIR/namespaces/<sha256 of the name>/snap-<offset>-<stamp>/   the newest substrate snapshot
+//! DIR/trash/                                         deleted namespaces, removed in the background
+//! ```
+//!
+//! A namespace is created in a temporary directory and renamed into place,
+//! so a crash never leaves one without its metadata. Directory names are
+//! hashes because a namespace name may be 256 bytes of any script, and
+//! because they let a request find its namespace's files without listing
+//! the directory.
+
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use submem_core::Substrate;
+
+use super::{Backend, NamespaceStorage, OpenOutcome, SnapshotStore, SoleOwner};
+use crate::config::hash_key;
+use crate::log::{sync_dir, FileLog};
+use crate::namespace::NamespaceMeta;
+use crate::{snapshot, Result, ServerError};
+
+/// Namespaces in a data directory.
+#[derive(Debug)]
+pub struct FileBackend {
+    root: PathBuf,
+}
+
+fn now_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn read_meta(dir: &Path) -> Result<NamespaceMeta> {
+    let path = dir.join("meta.json");
+    submem_core::persist::read_json(&path).map_err(|e| ServerError::Storage {
+        path,
+        message: e.to_string(),
+    })
+}
+
+impl FileBackend {
+    /// Opens (or creates) the data directory `root`. Leftovers of a crash
+    /// (deleted namespaces not yet removed, creations cut short) are cleared
+    /// in the background: the server answers at once whatever their size.
+    pub fn open(root: &Path) -> Result<Self> {
+        let spaces = root.join("namespaces");
+        std::fs::create_dir_all(&spaces).map_err(|e| ServerError::io(&spaces, e))?;
+        let trash = root.join("trash");
+        let leftovers = spaces.clone();
+        std::thread::spawn(move || {
+            if trash.exists() {
+                let _ = std::fs::remove_dir_all(&trash);
+            }
+            let Ok(entries) = std::fs::read_dir(&leftovers) else {
+                return;
+            };
+            for e in entries.filter_map(|e| e.ok()) {
+                let name = e.file_name().to_string_lossy().to_string();
+                // A creation a crash interrupted (the rename never happened).
+                if name.starts_with('.') && name.ends_with(".tmp") {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        });
+        Ok(FileBackend {
+            root: root.to_path_buf(),
+        })
+    }
+
+    fn spaces(&self) -> PathBuf {
+        self.root.join("namespaces")
+    }
+
+    fn dir_of(&self, name: &str) -> PathBuf {
+        self.spaces().join(hash_key(name))
+    }
+
+    fn list_blocking(spaces: &Path) -> Result<Vec<NamespaceMeta>> {
+        let entries = std::fs::read_dir(spaces).map_err(|e| ServerError::io(spaces, e))?;
+        let mut out = Vec::new();
+        for e in entries.filter_map(|e| e.ok()) {
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            match read_meta(&e.path()) {
+                Ok(m) => out.push(m),
+                Err(err) => {
+                    tracing::error!(dir = %e.path().display(), error = %err, "namespace without readable metadata")
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    what: &Path,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ServerError::Storage {
+            path: what.to_path_buf(),
+            message: format!("storage task failed: {e}"),
+        })?
+}
+
+#[async_trait]
+impl Backend for FileBackend {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
+    async fn list(&self) -> Result<Vec<NamespaceMeta>> {
+        let spaces = self.spaces();
+        blocking(&spaces.clone(), move || Self::list_blocking(&spaces)).await
+    }
+
+    async fn meta(&self, name: &str) -> Result<Option<NamespaceMeta>> {
+        let dir = self.dir_of(name);
+        let name = name.to_string();
+        blocking(&dir.clone(), move || {
+            if !dir.join("meta.json").exists() {
+                return Ok(None);
+            }
+            let meta = read_meta(&dir)?;
+            // A hash collision would be a SHA-256 collision; checked anyway.
+            Ok((meta.name == name).then_some(meta))
+        })
+        .await
+    }
+
+    async fn count(&self) -> Result<usize> {
+        let spaces = self.spaces();
+        blocking(&spaces.clone(), move || {
+            let entries = std::fs::read_dir(&spaces).map_err(|e| ServerError::io(&spaces, e))?;
+            Ok(entries
+                .filter_map(|e| e.ok())
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count())
+        })
+        .await
+    }
+
+    async fn create(&self, meta: &NamespaceMeta) -> Result<()> {
+        let dir = self.dir_of(&meta.name);
+        let parent = self.spaces();
+        let tmp = parent.join(format!(".{}.tmp", hash_key(&meta.name)));
+        let meta = meta.clone();
+        blocking(&dir.clone(), move || {
+            if dir.exists() {
+                return Err(ServerError::NamespaceExists(meta.name.clone()));
+            }
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(&tmp).map_err(|e| ServerError::io(&tmp, e))?;
+            submem_core::persist::write_json(&tmp.join("meta.json"), &meta).map_err(|e| {
+                ServerError::Storage {
+                    path: tmp.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            sync_dir(&tmp)?;
+            // Renaming over an existing (non-empty) directory fails: two
+            // creates of one name cannot both succeed.
+            if let Err(e) = std::fs::rename(&tmp, &dir) {
+                let _ = std::fs::remove_dir_all(&tmp);
+                if dir.exists() {
+                    return Err(ServerError::NamespaceExists(meta.name.clone()));
+                }
+                return Err(ServerError::io(&dir, e));
+            }
+            sync_dir(&parent)
+        })
+        .await
+    }
+
+    async fn delete(&self, name: &str) -> Result<bool> {
+        let dir = self.dir_of(name);
+        let trash = self.root.join("trash");
+        let spaces = self.spaces();
+        let target = trash.join(format!("{}-{}", hash_key(name), now_nanos()));
+        let moved = blocking(&dir.clone(), move || {
+            if !dir.exists() {
+                return Ok(None);
+            }
+            std::fs::create_dir_all(&trash).map_err(|e| ServerError::io(&trash, e))?;
+            std::fs::rename(&dir, &target).map_err(|e| ServerError::io(&target, e))?;
+            sync_dir(&spaces)?;
+            Ok(Some(target))
+        })
+        .await?;
+        let Some(target) = moved else {
+            return Ok(false);
+        };
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = std::fs::remove_dir_all(&target) {
+                tracing::warn!(dir = %target.display(), error = %e, "cannot remove a deleted namespace's files");
+            }
+        });
+        Ok(true)
+    }
+
+    async fn open(&self, meta: &NamespaceMeta) -> Result<OpenOutcome> {
+        let dir = self.dir_of(&meta.name);
+        let log_path = dir.join("events.log");
+        let (log, dir) = blocking(&dir.clone(), move || {
+            snapshot::remove_stale_tmp(&dir);
+            Ok((FileLog::open(&log_path)?, dir))
+        })
+        .await?;
+        Ok(OpenOutcome::Opened(NamespaceStorage {
+            log: Arc::new(log),
+            snapshots: Arc::new(FileSnapshots { dir }),
+            lease: Arc::new(SoleOwner),
+        }))
+    }
+
+    async fn ready(&self) -> Result<()> {
+        let spaces = self.spaces();
+        if spaces.is_dir() {
+            Ok(())
+        } else {
+            Err(ServerError::Storage {
+                path: spaces,
+                message: "the data directory is gone".into(),
+            })
+        }
+    }
+}
+
+/// Snapshot directories beside a namespace's log (see [`crate::snapshot`]).
+#[derive(Debug)]
+pub struct FileSnapshots {
+    dir: PathBuf,
+}
+
+#[async_trait]
+impl SnapshotStore for FileSnapshots {
+    async fn restore_newest(&self, substrate: &dyn Substrate, log_end: u64) -> Result<u64> {
+        Ok(snapshot::restore_newest(&self.dir, substrate, log_end).await)
+    }
+
+    async fn take(&self, substrate: &dyn Substrate, offset: u64) -> Result<()> {
+        snapshot::take(&self.dir, substrate, offset)
+            .await
+            .map(|_| ())
+    }
+
+    async fn remove_all(&self) -> Result<()> {
+        snapshot::remove_all(&self.dir)
+    }
+}
