@@ -26,9 +26,20 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one; the address is printed).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// Directory of the namespaces' event logs and snapshots (created if missing).
+    /// Directory of the namespaces' event logs and snapshots (created if
+    /// missing); with a PostgreSQL store, this node's scratch space.
     #[arg(long, value_name = "DIR", required_unless_present = "hash_key")]
     pub data_dir: Option<PathBuf>,
+    /// Where namespaces are stored: `file` (under --data-dir, the default)
+    /// or a `postgres://user@host/db` URL shared by several nodes
+    /// (overrides `[server] store`).
+    #[arg(long, value_name = "file|postgres://…", env = "SUBMEM_STORE")]
+    pub store: Option<String>,
+    /// This node's URL as the other nodes reach it (PostgreSQL store): they
+    /// forward requests for the namespaces this node owns there
+    /// (overrides `[server] advertise`).
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
     /// Print the SHA-256 of an API key for `[[server.keys]]` and exit.
     #[arg(long, value_name = "KEY")]
     pub hash_key: Option<String>,
@@ -104,7 +115,13 @@ pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, A
         .data_dir
         .as_deref()
         .ok_or("--data-dir DIR is required")?;
-    let (server_config, models) = load_config(config)?;
+    let (mut server_config, models) = load_config(config)?;
+    if let Some(store) = args.store {
+        server_config.store = store;
+    }
+    if let Some(url) = args.advertise {
+        server_config.advertise = Some(url);
+    }
     // Before anything is opened: no keys, no public address.
     submem_server::check_bind(args.addr, !server_config.keys.is_empty())?;
     let server = open(data_dir, server_config, &models).await?;

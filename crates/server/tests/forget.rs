@@ -1,14 +1,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! A forget leaves none of the forgotten text in the namespace's files: the
-//! log is rewritten to the live history and the substrate snapshotted over
-//! it. A restart afterwards (no graceful stop) restores exactly the live
-//! events, and writes continue on the rewritten log.
+//! A forget leaves none of the forgotten text in the namespace's storage:
+//! the log is rewritten to the live history and the substrate snapshotted
+//! over it. A restart afterwards (no graceful stop) restores exactly the live
+//! events, and writes continue on the rewritten log. The same scenario runs
+//! on the file store and on the PostgreSQL store; on PostgreSQL the deleted
+//! rows are dead tuples until `VACUUM FULL` rewrites the tables, after which
+//! no relation file holds the text.
 
 mod common;
 
+use common::pg::{connect, PgCluster};
 use common::{call, start, turn};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use submem_server::config::ServerConfig;
 
 const SECRET: &str = "zebraquartz4471";
@@ -50,12 +54,67 @@ async fn sources(s: &common::Running, ns: &str, question: &str) -> Vec<String> {
         .collect()
 }
 
+/// Where the namespaces' bytes are, and how to look for the secret there.
+enum Storage {
+    Files(PathBuf),
+    Postgres { url: String, data: PathBuf },
+}
+
+impl Storage {
+    /// After a server is dropped without a graceful stop: on PostgreSQL its
+    /// sessions (and namespace locks) end as they would with its process.
+    async fn crashed(&self) {
+        if let Storage::Postgres { url, .. } = self {
+            common::pg::end_sessions(url, "submem").await;
+        }
+    }
+
+    /// Files holding the secret. On PostgreSQL the pages are flushed first
+    /// (`CHECKPOINT`), and with `vacuum` the tables are rewritten (`VACUUM
+    /// FULL`) so that dead tuples go.
+    async fn holding(&self, vacuum: bool) -> Vec<String> {
+        match self {
+            Storage::Files(dir) => files_holding(dir, SECRET),
+            Storage::Postgres { url, data } => {
+                let c = connect(url).await;
+                if vacuum {
+                    c.batch_execute("VACUUM FULL").await.unwrap();
+                }
+                c.batch_execute("CHECKPOINT").await.unwrap();
+                files_holding(&data.join("base"), SECRET)
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forget_erases_the_text_from_log_and_snapshots() {
     let dir = tempfile::tempdir().unwrap();
+    forget_scenario(
+        dir.path(),
+        ServerConfig::new(),
+        Storage::Files(dir.path().to_path_buf()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forget_erases_the_text_from_postgres_after_vacuum() {
+    let cluster = PgCluster::start();
+    let url = cluster.database("forget").await;
+    let scratch = tempfile::tempdir().unwrap();
     let mut config = ServerConfig::new();
+    config.store = url.clone();
+    let storage = Storage::Postgres {
+        url,
+        data: cluster.data_dir(),
+    };
+    forget_scenario(scratch.path(), config, storage).await;
+}
+
+async fn forget_scenario(dir: &Path, mut config: ServerConfig, storage: Storage) {
     config.snapshot_every = 2; // snapshots before the forget hold the secret too
-    let s = start(dir.path(), config.clone()).await;
+    let s = start(dir, config.clone()).await;
     let substrates = ["m2", "m1-fill", "hybrid-fill", "flexa", "m10"];
     for (i, substrate) in substrates.iter().enumerate() {
         let ns = format!("ns{i}");
@@ -90,7 +149,7 @@ async fn a_forget_erases_the_text_from_log_and_snapshots() {
             assert_eq!(st, 200, "{substrate}: {body}");
         }
         assert!(
-            !files_holding(dir.path(), SECRET).is_empty(),
+            !storage.holding(false).await.is_empty(),
             "the secret is on disk before the forget"
         );
         let (st, body) = call(
@@ -113,14 +172,15 @@ async fn a_forget_erases_the_text_from_log_and_snapshots() {
         .await;
         assert_eq!(st, 200);
         assert_eq!(
-            files_holding(dir.path(), SECRET),
+            storage.holding(true).await,
             Vec::<String>::new(),
             "{substrate}: forgotten text left on disk"
         );
     }
     drop(s); // no graceful stop: the restart uses the rewritten log and its snapshot
+    storage.crashed().await;
 
-    let s = start(dir.path(), config).await;
+    let s = start(dir, config.clone()).await;
     for (i, substrate) in substrates.iter().enumerate() {
         let ns = format!("ns{i}");
         let (_, info) = call(
@@ -150,7 +210,10 @@ async fn a_forget_erases_the_text_from_log_and_snapshots() {
         assert_eq!(st, 200, "{substrate}: {body}");
     }
     drop(s);
-    let s = start(dir.path(), ServerConfig::new()).await;
+    storage.crashed().await;
+    let mut config = config;
+    config.snapshot_every = ServerConfig::new().snapshot_every;
+    let s = start(dir, config).await;
     for i in 0..substrates.len() {
         let (_, info) = call(
             &s,
@@ -162,6 +225,6 @@ async fn a_forget_erases_the_text_from_log_and_snapshots() {
         .await;
         assert_eq!(info["events"], 8, "{info}");
     }
-    assert_eq!(files_holding(dir.path(), SECRET), Vec::<String>::new());
     s.stop().await;
+    assert_eq!(storage.holding(true).await, Vec::<String>::new());
 }

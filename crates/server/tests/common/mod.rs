@@ -3,6 +3,8 @@
 //! no model is loaded.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod pg;
+
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -44,11 +46,27 @@ pub async fn start_with_llm(
     config: ServerConfig,
     llm: Option<Arc<dyn Llm>>,
 ) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_on(listener, dir, config, llm).await
+}
+
+/// A node of a several-node deployment: it advertises its own address.
+pub async fn start_node(dir: &Path, mut config: ServerConfig) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    config.advertise = Some(format!("http://{}", listener.local_addr().unwrap()));
+    start_on(listener, dir, config, None).await
+}
+
+async fn start_on(
+    listener: tokio::net::TcpListener,
+    dir: &Path,
+    config: ServerConfig,
+    llm: Option<Arc<dyn Llm>>,
+) -> Running {
     let services = submem_core::test_utils::test_services(llm);
     let server = Server::open(dir, Arc::new(Registry::default()), services, config)
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -65,6 +83,23 @@ pub async fn start_with_llm(
         stop: Some(tx),
         task: Some(task),
     }
+}
+
+/// The value of an unlabelled metric in `/metrics`.
+pub async fn metric(r: &Running, name: &str) -> f64 {
+    let text = r
+        .client
+        .get(r.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name} in {text}"))
 }
 
 pub fn turn(id: &str, text: &str) -> Value {

@@ -139,8 +139,17 @@ impl PgBackend {
         let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
             ServerError::Config(format!("store URL {shown} is not a PostgreSQL URL: {e}"))
         })?;
+        // Names the node in pg_stat_activity (an operator, or a test, can
+        // then end one node's sessions).
+        let app: String = match node {
+            Some(n) if !n.is_empty() => format!("submem {n}"),
+            _ => "submem".to_string(),
+        }
+        .chars()
+        .take(63)
+        .collect();
         config
-            .application_name("submem")
+            .application_name(&app)
             .connect_timeout(Duration::from_secs(10))
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(10));

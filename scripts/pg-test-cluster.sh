@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A private PostgreSQL cluster for tests: initdb into DIR, a server on a free
+# loopback port, stopped and removed by `stop`. Uses the PostgreSQL server
+# binaries of Debian's postgresql-NN packages (not on PATH: /usr/lib/postgresql/NN/bin),
+# or those in $PG_BIN. The server refuses to run as root, so as root it runs
+# as the `postgres` user.
+#
+#   scripts/pg-test-cluster.sh start DIR   # prints the connection URL on stdout
+#   scripts/pg-test-cluster.sh stop DIR    # stops the server, removes DIR
+#
+# The tests of crates/server start and stop their own cluster through this
+# script, so `cargo test` needs nothing else running.
+set -euo pipefail
+
+find_bin() {
+    if [[ -n "${PG_BIN:-}" && -x "$PG_BIN/initdb" ]]; then
+        echo "$PG_BIN"
+        return
+    fi
+    local newest
+    newest=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+    if [[ -n "$newest" && -x "$newest/initdb" ]]; then
+        echo "$newest"
+        return
+    fi
+    if command -v pg_config >/dev/null && [[ -x "$(pg_config --bindir)/initdb" ]]; then
+        pg_config --bindir
+        return
+    fi
+    echo "pg-test-cluster: no PostgreSQL server binaries (initdb, pg_ctl) found." >&2
+    echo "pg-test-cluster: install Debian's postgresql-15 package (apt-get install postgresql-15)," >&2
+    echo "pg-test-cluster: or set PG_BIN to the directory that holds initdb and pg_ctl." >&2
+    exit 3
+}
+
+# Runs a command as the postgres user when we are root.
+as_pg() {
+    if [[ "$(id -u)" == 0 ]]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+cmd="${1:-}"
+dir="${2:-}"
+if [[ -z "$cmd" || -z "$dir" ]]; then
+    echo "usage: $0 start|stop DIR" >&2
+    exit 2
+fi
+
+case "$cmd" in
+start)
+    bin=$(find_bin)
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    if [[ "$(id -u)" == 0 ]]; then
+        chown postgres "$dir"
+        # Every directory above DIR must be searchable by postgres.
+        chmod o+x "$dir"
+    fi
+    as_pg "$bin/initdb" -D "$dir/data" -U submem --auth=trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 ||
+        { cat "$dir/initdb.log" >&2; exit 1; }
+    port=$(free_port)
+    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir/data -c fsync=on -c synchronous_commit=on -c max_connections=200 -c shared_buffers=32MB" \
+        start >/dev/null ||
+        { cat "$dir/data/server.log" >&2; exit 1; }
+    echo "$port" >"$dir/port"
+    echo "postgres://submem@127.0.0.1:$port/postgres"
+    ;;
+stop)
+    [[ -d "$dir" ]] || exit 0
+    bin=$(find_bin)
+    if [[ -f "$dir/data/postmaster.pid" ]]; then
+        as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+    ;;
+*)
+    echo "usage: $0 start|stop DIR" >&2
+    exit 2
+    ;;
+esac
