@@ -4,7 +4,11 @@
 //! restarted; every acknowledged event must be readable and a batch in
 //! flight at the kill is there whole or not at all. The test runs 5 rounds;
 //! `SUBMEM_CRASH_ROUNDS=100` (scripts/serve-crash-loop.sh) runs more. The MCP
-//! test drives `submem mcp` with the official SDK's client over stdio.
+//! test drives `submem mcp` with the official SDK's client over stdio. The
+//! crash loop runs on the file store and on the PostgreSQL store.
+
+#[path = "../../server/tests/common/pg.rs"]
+mod pg;
 
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -16,11 +20,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn spawn_server(dir: &Path, config: &Path) -> (Child, String) {
+    spawn_server_on(dir, config, "file")
+}
+
+fn spawn_server_on(dir: &Path, config: &Path, store: &str) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_submem"))
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .arg("--config")
         .arg(config)
+        .args(["--store", store])
         .env("SUBMEM_FETCH", "false")
         .env_remove("SUBMEM_LOG")
         .stdout(Stdio::piped())
@@ -118,6 +127,17 @@ async fn writer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_acknowledged_writes_loses_nothing() {
+    crash_loop("file").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_acknowledged_writes_loses_nothing_on_postgres() {
+    let cluster = pg::PgCluster::start();
+    let url = cluster.database("crash").await;
+    crash_loop(&url).await;
+}
+
+async fn crash_loop(store: &str) {
     let rounds: usize = std::env::var("SUBMEM_CRASH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -134,7 +154,7 @@ async fn sigkill_during_acknowledged_writes_loses_nothing() {
     let spaces = ["crash-bm25", "crash-recent"];
     let started = Instant::now();
     for round in 0..=rounds {
-        let (mut child, base) = spawn_server(dir.path(), &config);
+        let (mut child, base) = spawn_server_on(dir.path(), &config, store);
         for (ns, sub) in spaces.iter().zip(["m2:fill=true", "m2"]) {
             let r = client
                 .post(format!("{base}/v1/namespaces"))
@@ -180,7 +200,7 @@ async fn sigkill_during_acknowledged_writes_loses_nothing() {
         }
         for ns in spaces {
             let v: Value = client
-                .get(format!("{base}/v1/namespaces/{ns}"))
+                .get(format!("{base}/v1/namespaces/{ns}/footprint"))
                 .send()
                 .await
                 .unwrap()
@@ -194,7 +214,8 @@ async fn sigkill_during_acknowledged_writes_loses_nothing() {
             );
         }
         let snapshots = std::fs::read_dir(dir.path().join("namespaces"))
-            .unwrap()
+            .into_iter()
+            .flatten()
             .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
             .filter(|e| {
                 e.as_ref()
@@ -233,7 +254,8 @@ async fn sigkill_during_acknowledged_writes_loses_nothing() {
     let t = tally.lock().unwrap();
     let events: usize = t.acked.iter().map(|b| b.2.len()).sum();
     eprintln!(
-        "crash loop: {rounds} SIGKILLs, {} batches / {events} events acknowledged, 0 lost, {:.1} s",
+        "crash loop ({}): {rounds} SIGKILLs, {} batches / {events} events acknowledged, 0 lost, {:.1} s",
+        if store == "file" { "file store" } else { "PostgreSQL store" },
         t.acked.len(),
         started.elapsed().as_secs_f64()
     );
@@ -328,8 +350,9 @@ async fn mcp_over_stdio_with_the_official_client() {
 
     // A new process over the same directory remembers (and forgot).
     let client = ().serve(start(dir.path())).await.unwrap();
+    // Listing opens nothing: a namespace is resident once a tool uses it.
     let (_, v) = call(&client, "list_namespaces", json!({})).await;
-    assert_eq!(v["namespaces"][0]["events"], 1, "{v}");
+    assert_eq!(v["namespaces"][0]["resident"], false, "{v}");
     let (_, v) = call(
         &client,
         "recall",
@@ -338,6 +361,8 @@ async fn mcp_over_stdio_with_the_official_client() {
     .await;
     let text = v["text"].as_str().unwrap();
     assert!(text.contains("Okafor") && !text.contains("blue pot"), "{v}");
+    let (_, v) = call(&client, "list_namespaces", json!({})).await;
+    assert_eq!(v["namespaces"][0]["events"], 1, "{v}");
     client.cancel().await.unwrap();
 }
 
