@@ -1,0 +1,159 @@
+//! What the server examples share: `submem serve` processes (the release
+//! binary beside the example), their resident memory, and a private
+//! PostgreSQL cluster from `scripts/pg-test-cluster.sh`.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `submem` binary built with the example (`target/<profile>/submem`).
+pub fn binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = dir.join("submem");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (cargo build --release -p submem-cli --bin submem --examples)",
+        bin.display()
+    );
+    bin
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `submem serve`.
+pub struct Node {
+    pub child: Child,
+    pub base: String,
+    pub port: u16,
+}
+
+/// Starts `submem serve` on `port` with `args` after `--data-dir DIR`;
+/// returns once it prints its address (it answers `/healthz` from then on).
+pub fn spawn(dir: &Path, port: u16, config: &Path, extra: &[&str]) -> Node {
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(binary())
+        .args(["--config"])
+        .arg(config)
+        .args(["serve", "--addr", &addr, "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .env("SUBMEM_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("serving"), "node did not start: {line:?}");
+    Node {
+        child,
+        base: format!("http://{addr}"),
+        port,
+    }
+}
+
+impl Node {
+    /// Resident memory of the process, bytes.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    }
+
+    /// SIGKILL.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `GET base/healthz` answers 200; the time it took.
+pub async fn until_healthy(c: &reqwest::Client, base: &str, since: Instant) -> Duration {
+    loop {
+        if let Ok(r) = c.get(format!("{base}/healthz")).send().await {
+            if r.status() == 200 {
+                return since.elapsed();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// POSTs JSON and checks the answer is a success.
+pub async fn post(c: &reqwest::Client, url: &str, body: &Value) -> Value {
+    let r = c.post(url).json(body).send().await.unwrap();
+    let status = r.status();
+    let v: Value = r.json().await.unwrap_or(Value::Null);
+    assert!(status.is_success(), "{url}: {status} {v}");
+    v
+}
+
+/// Median and 99th percentile (ms) of durations in seconds.
+pub fn p50_p99(mut xs: Vec<f64>) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        if xs.is_empty() {
+            return 0.0;
+        }
+        let i = ((xs.len() - 1) as f64 * q).round() as usize;
+        xs[i] * 1e3
+    };
+    (at(0.5), at(0.99))
+}
+
+/// A private PostgreSQL cluster (stopped and removed on drop).
+pub struct Pg {
+    dir: PathBuf,
+    pub url: String,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster.sh")
+}
+
+impl Pg {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("submem-pg-example-{}", std::process::id()));
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cannot start PostgreSQL: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Pg { dir, url }
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("stop")
+            .arg(&self.dir)
+            .output();
+    }
+}
