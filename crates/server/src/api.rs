@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use submem_core::Event;
 
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::extract::{ApiJson, ApiPath};
 use crate::namespace::Submitted;
+use crate::service::AppState;
 use crate::service::{self, NamespaceInfo, ReadRequest, ReadResponse};
 use crate::Result;
 

@@ -16,26 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::api;
-use crate::auth::KeyTable;
-use crate::forward::Forwarder;
-use crate::metrics::Metrics;
-use crate::store::Store;
-
-/// What every handler shares.
-#[derive(Debug)]
-pub struct AppState {
-    /// The namespaces.
-    pub store: Store,
-    /// The configured keys.
-    pub keys: KeyTable,
-    /// Request counters.
-    pub metrics: Metrics,
-    /// When the server started.
-    pub started: Instant,
-    /// How this node reaches the others (PostgreSQL store with several
-    /// nodes); `None` for the file store.
-    pub forwarder: Option<Forwarder>,
-}
+use crate::service::AppState;
 
 /// Every HTTP route as `(method, path)`, in OpenAPI's path syntax.
 pub const ROUTES: &[(&str, &str)] = &[

@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::AppState;
 use crate::error::OwnedBy;
+use crate::service::AppState;
 use crate::{Result, ServerError};
 
 /// Header of a request one node sent to another.

@@ -68,12 +68,12 @@ use std::time::{Duration, Instant};
 use submem_bench::registry::Registry;
 use submem_core::Services;
 
-use crate::app::AppState;
 use crate::auth::KeyTable;
 use crate::config::ServerConfig;
 use crate::forward::Forwarder;
 use crate::mcp::MemoryTools;
 use crate::metrics::Metrics;
+use crate::service::AppState;
 use crate::storage::{file::FileBackend, postgres::PgBackend, Backend};
 use crate::store::Store;
 

@@ -25,9 +25,9 @@ use std::sync::Arc;
 
 use submem_core::{Event, Turn};
 
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::namespace::Submitted;
+use crate::service::AppState;
 use crate::service::{self, ReadRequest};
 use crate::{Result, ServerError};
 

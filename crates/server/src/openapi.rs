@@ -79,7 +79,7 @@ fn components() -> Value {
             "ReadRequest": {"type": "object", "required": ["budget"], "properties": {
                 "question": {"type": "string"}, "task": {"type": "string"}, "observation": {"type": "string"},
                 "budget": {"type": "integer", "minimum": submem_core::query::MIN_BUDGET, "maximum": submem_core::query::MAX_BUDGET},
-                "k": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_K},
+                "k": {"type": "integer", "minimum": 1, "maximum": crate::service::MAX_K},
                 "fixed_prompt_tokens": {"type": "integer", "minimum": 0},
                 "trace": {"type": "array", "items": {"type": "string"}, "description": "source ids to trace"}}},
             "ReadResponse": {"type": "object", "properties": {

@@ -17,11 +17,29 @@ use std::time::Instant;
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
 use submem_core::{Event, ManageReport, Query, ReadTrace, SourceHit, WriteReport};
 
-use crate::app::AppState;
-use crate::auth::Caller;
+use crate::auth::{Caller, KeyTable};
+use crate::forward::Forwarder;
+use crate::metrics::Metrics;
 use crate::namespace::{NamespaceHandle, NamespaceMeta, Submitted};
+use crate::store::Store;
 use crate::store::{spec_from_json, Access, Using};
 use crate::{Result, ServerError};
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The namespaces.
+    pub store: Store,
+    /// The configured keys.
+    pub keys: KeyTable,
+    /// Request counters.
+    pub metrics: Metrics,
+    /// When the server started.
+    pub started: std::time::Instant,
+    /// How this node reaches the others (PostgreSQL store with several
+    /// nodes); `None` for the file store.
+    pub forwarder: Option<Forwarder>,
+}
 
 /// Largest `k` a read may ask for.
 pub const MAX_K: usize = 1000;

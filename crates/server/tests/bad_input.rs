@@ -461,6 +461,24 @@ async fn bad_input_gets_clear_4xx_and_the_server_keeps_serving() {
     }
     println!("{table}");
 
+    // A refused policy never shows the tenant where the server keeps its data.
+    let root = dir.path().to_string_lossy().to_string();
+    for spec in ["router:policy=/etc/passwd", "router:policy=missing.json"] {
+        let (st, body) = call(
+            &s,
+            "POST",
+            "/v1/namespaces",
+            Some("good"),
+            Some(json!({"name": "p", "substrate": spec})),
+        )
+        .await;
+        assert_eq!(st, 400, "{spec}: {body}");
+        assert!(
+            !body.to_string().contains(&root),
+            "{spec}: {body} names {root}"
+        );
+    }
+
     // Unicode edge cases that are valid are stored and recalled intact.
     let odd = "ﬁancée ‏שלום‎ e\u{301} zero\u{200b}width 🦀🏳️‍🌈 𝔘𝔫𝔦𝔠𝔬𝔡𝔢";
     let (st, body) = call(
