@@ -19,10 +19,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn spawn_server(dir: &Path, config: &Path) -> (Child, String) {
-    spawn_server_on(dir, config, "file")
-}
-
 fn spawn_server_on(dir: &Path, config: &Path, store: &str) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_submem"))
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
