@@ -80,6 +80,10 @@ pub struct ServerConfig {
     /// Memory (MiB, as the open substrates report it) above which idle
     /// namespaces are closed, least recently used first; 0: no cap.
     pub max_resident_mb: u64,
+    /// Memory (KiB) counted per open namespace on top of what its substrate
+    /// reports: the fixed cost a substrate cannot see (allocator pages, spare
+    /// map capacity, its writer task).
+    pub namespace_overhead_kb: u64,
     /// Seconds without a request after which a namespace is snapshotted and
     /// closed; 0: never.
     pub idle_close_s: u64,
@@ -105,6 +109,7 @@ impl Default for ServerConfig {
             snapshot_every: 256,
             snapshot_after_apply_ms: 500,
             max_resident_mb: 2048,
+            namespace_overhead_kb: 64,
             idle_close_s: 900,
             store: "file".into(),
             advertise: None,

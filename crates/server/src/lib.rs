@@ -213,26 +213,25 @@ impl Server {
     }
 }
 
-/// Closes idle namespaces (and those over the memory cap) now and then,
-/// until the server is dropped.
+/// Closes namespaces over the memory cap every second (open namespaces grow
+/// with their writes, not only by opening) and idle ones every
+/// `idle_close_s / 4` (1–30 s), until the server is dropped.
 async fn close_idle_namespaces(state: Weak<AppState>) {
-    let period = match state.upgrade() {
-        Some(s) => {
-            let idle = s.store.config.idle_close_s;
-            Duration::from_secs((idle / 4).clamp(1, 30))
-        }
+    let idle_every = match state.upgrade() {
+        Some(s) => (s.store.config.idle_close_s / 4).clamp(1, 30),
         None => return,
     };
-    loop {
-        tokio::time::sleep(period).await;
+    for tick in 1u64.. {
+        tokio::time::sleep(Duration::from_secs(1)).await;
         let Some(state) = state.upgrade() else {
             return;
         };
-        state.store.close_idle().await;
+        if tick % idle_every == 0 {
+            state.store.close_idle().await;
+        }
         state.store.enforce_cap().await;
     }
 }
-
 /// Refuses a non-loopback address when no API key is configured.
 pub fn check_bind(addr: SocketAddr, keys: bool) -> Result<()> {
     if !keys && !addr.ip().is_loopback() {

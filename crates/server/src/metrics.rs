@@ -118,10 +118,10 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE submem_namespaces_open gauge");
         let _ = writeln!(out, "submem_namespaces_open {}", spaces.len());
-        let resident: u64 = spaces.iter().map(|h| h.footprint().memory_bytes).sum();
+        let resident: u64 = spaces.iter().map(|h| store.counted_bytes(h)).sum();
         let _ = writeln!(
             out,
-            "# HELP submem_resident_bytes Memory the open substrates report."
+            "# HELP submem_resident_bytes Memory counted against max_resident_mb (substrates' own count plus the per-namespace overhead)."
         );
         let _ = writeln!(out, "# TYPE submem_resident_bytes gauge");
         let _ = writeln!(out, "submem_resident_bytes {resident}");

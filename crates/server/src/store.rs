@@ -9,7 +9,8 @@
 //! An open namespace is closed (snapshotted, its applier stopped, its lease
 //! released) when it has been idle for `idle_close_s`, or, least recently
 //! used first, when the open namespaces' memory passes `max_resident_mb`
-//! (the substrates' own [`submem_core::Footprint::memory_bytes`]). A
+//! (the substrates' own [`submem_core::Footprint::memory_bytes`] plus
+//! `namespace_overhead_kb` each). A
 //! namespace that a request holds or that has queued work is never closed.
 //!
 //! Each name has a gate (an async mutex over its open handle): concurrent
@@ -235,11 +236,19 @@ impl Store {
             .collect()
     }
 
-    /// Bytes the open substrates say they hold.
+    /// Memory counted for one open namespace: what its substrate reports
+    /// plus the configured fixed overhead.
+    pub fn counted_bytes(&self, h: &NamespaceHandle) -> u64 {
+        h.footprint()
+            .memory_bytes
+            .saturating_add(self.config.namespace_overhead_kb.saturating_mul(1024))
+    }
+
+    /// Memory counted for every open namespace (what the cap bounds).
     pub fn resident_bytes(&self) -> u64 {
         self.all_resident()
             .iter()
-            .map(|h| h.footprint().memory_bytes)
+            .map(|h| self.counted_bytes(h))
             .sum()
     }
 
@@ -350,13 +359,7 @@ impl Store {
         let mut open: Vec<(Duration, u64, String)> = self
             .all_resident()
             .iter()
-            .map(|h| {
-                (
-                    h.idle_for(),
-                    h.footprint().memory_bytes,
-                    h.meta.name.clone(),
-                )
-            })
+            .map(|h| (h.idle_for(), self.counted_bytes(h), h.meta.name.clone()))
             .collect();
         let mut total: u64 = open.iter().map(|(_, b, _)| b).sum();
         if total <= cap {

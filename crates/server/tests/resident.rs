@@ -134,6 +134,9 @@ async fn the_memory_cap_closes_least_recently_used_namespaces() {
         create(&s, &ns, "m2").await;
         write(&s, &ns, 0, 400).await;
     }
+    // Open namespaces grow with their writes; the cap is checked after each
+    // cold open and every second.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let open = metric(&s, "submem_namespaces_open").await;
     let bytes = metric(&s, "submem_resident_bytes").await;
     let closes = metric(&s, "submem_namespace_closes_total").await;
