@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-//! M2 read latency (600 turns, 100k units), write throughput and bytes per
-//! unit. Every measured read is checked: within the allowance, and the
-//! planted fact is the top hit for its question.
+//! M2 read latency (600 turns, 100k units), write throughput, the latency of
+//! a small write into a live namespace (what a server pays per request) and
+//! bytes per unit. Every measured read is checked: within the allowance, and
+//! the planted fact is the top hit for its question.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
@@ -99,6 +100,37 @@ fn bench_write(c: &mut Criterion) {
                 m
             },
             criterion::BatchSize::PerIteration,
+        )
+    });
+    // A server's write: 20 turns into a namespace that already holds some.
+    // The namespace grows by 20 units per iteration (fresh source ids), so
+    // commits now and then start a merge; the median is the plain write.
+    let (m, ns) = build(&rt, 600);
+    let turns = synthetic_turns(20, 4);
+    let mut next = 0usize;
+    group.throughput(criterion::Throughput::Elements(turns.len() as u64));
+    group.sample_size(50);
+    group.bench_function("20_units_into_600", |b| {
+        b.iter_batched(
+            || {
+                next += 1;
+                turns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| match e {
+                        Event::Turn(t) => Event::Turn(Turn {
+                            source_id: format!("w{next}:{i}"),
+                            ..t.clone()
+                        }),
+                        other => other.clone(),
+                    })
+                    .collect::<Vec<_>>()
+            },
+            |batch| {
+                let report = rt.block_on(m.write(&ns, &batch)).unwrap();
+                assert_eq!(report.units, batch.len());
+            },
+            criterion::BatchSize::SmallInput,
         )
     });
     group.finish();

@@ -11,6 +11,7 @@
 //! [`Bm25StatisticsProvider`].
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use submem_kit::text::StopWords;
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Field;
@@ -24,18 +25,32 @@ use super::config::SparseConfig;
 /// Name under which the analyzer is registered in the index.
 pub(crate) const ANALYZER_NAME: &str = "submem_en";
 
+/// The stop-word filter of `list`, built once per process and shared (the
+/// filter holds its word set behind an `Arc`): every M2 instance and the
+/// index it registers its analyzer with would otherwise own a set of its own,
+/// about 8 KiB for the English list, and a server holds one instance per
+/// namespace.
+fn stop_filter(list: StopWords) -> Option<StopWordFilter> {
+    static ENGLISH: OnceLock<StopWordFilter> = OnceLock::new();
+    static LUCENE: OnceLock<StopWordFilter> = OnceLock::new();
+    let cell = match list {
+        StopWords::English => &ENGLISH,
+        StopWords::Lucene => &LUCENE,
+        StopWords::None => return None,
+    };
+    let filter =
+        cell.get_or_init(|| StopWordFilter::remove(list.words().iter().map(|w| (*w).to_string())));
+    Some(filter.clone())
+}
+
 /// Builds the analyzer for `cfg`.
 pub(crate) fn build_analyzer(cfg: &SparseConfig) -> TextAnalyzer {
     let base = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(cfg.max_token_bytes))
         .filter(LowerCaser);
-    match cfg.stop_words {
-        StopWords::None => base.build(),
-        list => base
-            .filter(StopWordFilter::remove(
-                list.words().iter().map(|w| (*w).to_string()),
-            ))
-            .build(),
+    match stop_filter(cfg.stop_words) {
+        None => base.build(),
+        Some(filter) => base.filter(filter).build(),
     }
 }
 

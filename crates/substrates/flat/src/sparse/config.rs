@@ -14,8 +14,9 @@ pub const MIN_WRITER_HEAP_BYTES: usize = 15_000_000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SparseConfig {
-    /// Memory arena of the tantivy writer (one indexing thread). Default
-    /// 32 MB; at least [`MIN_WRITER_HEAP_BYTES`].
+    /// Memory arena of the tantivy writer (one indexing thread), which
+    /// exists only while a write, a forget or the merges they start run.
+    /// Default 32 MB; at least [`MIN_WRITER_HEAP_BYTES`].
     pub writer_heap_bytes: usize,
     /// Tokens longer than this many bytes are dropped (tantivy's
     /// `RemoveLongFilter`). Default 40.
