@@ -109,7 +109,7 @@ impl Default for ServerConfig {
             snapshot_every: 256,
             snapshot_after_apply_ms: 500,
             max_resident_mb: 2048,
-            namespace_overhead_kb: 64,
+            namespace_overhead_kb: 40,
             idle_close_s: 900,
             store: "file".into(),
             advertise: None,
