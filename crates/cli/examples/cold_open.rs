@@ -17,27 +17,12 @@ mod support;
 
 use serde_json::json;
 use std::time::Instant;
-use support::{free_port, p50_p99, post, spawn};
+use support::{free_port, metric, p50_p99, post, spawn};
 
 fn turn(i: usize) -> serde_json::Value {
     json!({"kind": "turn", "session_id": format!("s{}", i / 40), "speaker": if i % 2 == 0 { "user" } else { "assistant" },
         "text": format!("turn {i}: we talked about the {} and the {} near the harbour, and I said it costs {} euros", ["violin", "garden", "train", "coffee", "sister", "museum"][i % 6], ["river", "office", "soup", "ticket"][i % 4], i % 97),
         "source_id": format!("t{i}")})
-}
-
-async fn metric(c: &reqwest::Client, base: &str, name: &str) -> f64 {
-    let text = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[tokio::main]

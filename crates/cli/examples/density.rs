@@ -18,24 +18,9 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use support::{p50_p99, post, spawn, until_healthy};
+use support::{metric, p50_p99, post, spawn, until_healthy};
 
 const MIB: f64 = 1048576.0;
-
-async fn metric(c: &reqwest::Client, base: &str, name: &str) -> f64 {
-    let text = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
 
 fn turn(ns: usize, i: usize) -> serde_json::Value {
     json!({"kind": "turn", "session_id": "s1", "speaker": if i % 2 == 0 { "user" } else { "assistant" },

@@ -19,7 +19,8 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{free_port, p50_p99, post, spawn, Node, Pg};
+use support::pg::PgCluster;
+use support::{free_port, p50_p99, post, spawn, Node};
 
 const PRELOAD: usize = 2000;
 
@@ -125,7 +126,7 @@ async fn main() {
     let conf_dir = tempfile::tempdir().unwrap();
     let config = conf_dir.path().join("submem.toml");
     std::fs::write(&config, "[server]\n").unwrap();
-    let pg = Pg::start();
+    let pg = PgCluster::start();
     println!("{secs} s per cell; writes: batches of 10 turns; reads: m2 over {PRELOAD} turns, budget 2048, k 10\n");
     println!("| store | clients | acknowledged writes/s | write p50 / p99 ms | reads/s | read p50 / p99 ms |");
     println!("|---|---|---|---|---|---|");

@@ -307,18 +307,7 @@ impl NamespaceHandle {
                 tracing::error!(namespace = %self.ns, error = %e, "snapshot at close failed; the log still holds every event");
             }
         }
-        let sender = self.ops.lock().unwrap_or_else(|e| e.into_inner()).take();
-        drop(sender);
-        let task = self
-            .applier
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = task {
-            let _ = task.await;
-        }
-        self.snapshots.close().await;
-        self.lease.release().await;
+        self.discard().await;
         tracing::debug!(namespace = %self.ns, "namespace closed");
     }
 

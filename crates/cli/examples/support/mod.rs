@@ -1,7 +1,11 @@
 //! What the server examples share: `submem serve` processes (the release
-//! binary beside the example), their resident memory, and a private
-//! PostgreSQL cluster from `scripts/pg-test-cluster.sh`.
+//! binary beside the example), their resident memory and metrics, and a
+//! private PostgreSQL cluster (the tests' helper, over
+//! `scripts/pg-test-cluster.sh`).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../../server/tests/common/pg.rs"]
+pub mod pg;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -119,41 +123,18 @@ pub fn p50_p99(mut xs: Vec<f64>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
-/// A private PostgreSQL cluster (stopped and removed on drop).
-pub struct Pg {
-    dir: PathBuf,
-    pub url: String,
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster.sh")
-}
-
-impl Pg {
-    pub fn start() -> Self {
-        let dir = std::env::temp_dir().join(format!("submem-pg-example-{}", std::process::id()));
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cannot start PostgreSQL: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Pg { dir, url }
-    }
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(&self.dir)
-            .output();
-    }
+/// The value of an unlabelled metric of `GET base/metrics` (0 when absent).
+pub async fn metric(c: &reqwest::Client, base: &str, name: &str) -> f64 {
+    let text = c
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
 }
