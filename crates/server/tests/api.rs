@@ -413,5 +413,17 @@ async fn mcp_over_streamable_http_is_scoped_by_key() {
     assert_eq!(r["body"]["error"]["code"], "namespace_not_found", "{r}");
     let r = tool(&s, &url, "key-b", &sb, 4, "list_namespaces", json!({})).await;
     assert_eq!(r["body"]["namespaces"], json!([]), "{r}");
+
+    // Ending a session answers 200: the official Python SDK reports any
+    // other status than 200 and 204 as a failed termination.
+    let r = s
+        .client
+        .delete(&url)
+        .bearer_auth("key-b")
+        .header("mcp-session-id", &sb)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
     s.stop().await;
 }
