@@ -253,6 +253,26 @@ mod tests {
     }
 
     #[test]
+    fn store_and_advertise_are_checked_and_passwords_never_shown() {
+        let e = ServerConfig::from_toml_str("store = \"mysql://u:hunter2@db/x\"\n").unwrap_err();
+        assert!(e.to_string().contains("postgres://"), "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        let c = ServerConfig::from_toml_str(
+            "store = \"postgres://u:pw@db:5432/x\"\nadvertise = \"http://10.0.0.5:8080\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.advertise.as_deref(), Some("http://10.0.0.5:8080"));
+        for bad in ["10.0.0.5:8080", "http://10.0.0.5:8080/"] {
+            let e = ServerConfig::from_toml_str(&format!("advertise = {bad:?}\n")).unwrap_err();
+            assert!(e.to_string().contains("advertise"), "{e}");
+        }
+        assert_eq!(
+            crate::storage::postgres::redact_url("postgres://u:pw@db/x"),
+            "postgres://u:***@db/x"
+        );
+    }
+
+    #[test]
     fn refuses_a_token_in_place_of_its_hash() {
         let text = "[[keys]]\nname = \"a\"\nsha256 = \"secret\"\nprefixes = [\"a\"]\n";
         let e = ServerConfig::from_toml_str(text).unwrap_err();

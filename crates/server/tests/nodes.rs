@@ -183,3 +183,24 @@ async fn a_stale_writer_fails_instead_of_forking_the_log() {
     assert_eq!(log_seqs(&url, "f").await, [1, 2, 3]);
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_a_clear_error_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let e = submem_server::Server::open(
+        dir.path(),
+        std::sync::Arc::new(submem_bench::registry::Registry::default()),
+        submem_core::test_utils::test_services(None),
+        config(&format!("postgres://submem:s3cret@127.0.0.1:{port}/x")),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("cannot reach PostgreSQL"), "{e}");
+    assert!(!e.contains("s3cret"), "{e}");
+}
