@@ -196,7 +196,11 @@ impl IntoResponse for ServerError {
             ServerError::Elsewhere { node, .. } => Some(OwnedBy(node.clone())),
             _ => None,
         };
-        if status.is_server_error() && owner.is_none() {
+        // 503s (owner changing, namespace closing) are expected while nodes
+        // come and go, and the client retries: not an error of the server.
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::info!(code = self.code(), error = %self, "request answered 503");
+        } else if status.is_server_error() {
             tracing::error!(code = self.code(), error = %self, "request failed");
         }
         let mut response = (status, axum::Json(self.body())).into_response();
