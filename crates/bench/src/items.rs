@@ -69,6 +69,12 @@ pub struct ItemRecord {
     pub recall_verbatim: Option<f64>,
     /// Evidence coverage counts.
     pub coverage: CoverageCounts,
+    /// Whether the rendered memory holds the normalised gold answer (every
+    /// element of a list answer): 1 or 0; `None` without a gold answer to
+    /// look for (abstention, adversarial) or when the substrate shows no
+    /// history (see [`crate::metrics::answer_recall`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_recall: Option<f64>,
     /// Shown events by resolution.
     pub resolutions: ResolutionCounts,
     /// Where each gold turn went (see [`crate::metrics::fates`]).
@@ -114,6 +120,9 @@ pub struct ItemRecord {
     /// The judge's raw reply (kept so unreadable verdicts can be inspected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_reply: Option<String>,
+    /// Tokens the judge call used (prompt + reply), as the judge counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_tokens: Option<u64>,
 }
 
 /// Costs of writing one conversation into one substrate.

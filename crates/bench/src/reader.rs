@@ -244,7 +244,7 @@ pub async fn judge(
     question: &Question,
     gold: &str,
     answer: &str,
-) -> Result<(Option<bool>, String)> {
+) -> Result<Verdict> {
     let rubric = rubric_for(dataset, question.kind);
     let req = ChatRequest::new(vec![ChatMessage::user(judge_prompt(
         rubric,
@@ -260,7 +260,22 @@ pub async fn judge(
             what: format!("judge {} on question {}", judge.name(), question.id),
             source: e,
         })?;
-    Ok((parse_verdict(rubric, &c.text), c.text))
+    Ok(Verdict {
+        correct: parse_verdict(rubric, &c.text),
+        tokens: c.usage.input_tokens + c.usage.output_tokens,
+        reply: c.text,
+    })
+}
+
+/// The judge's reading of one answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// CORRECT / WRONG; `None` when the reply was unreadable.
+    pub correct: Option<bool>,
+    /// The judge's raw reply.
+    pub reply: String,
+    /// Tokens the judge call used (prompt + reply), as the judge counted them.
+    pub tokens: u64,
 }
 
 /// The reader's prompt head, for substrates that prefill it into a KV cache
@@ -399,7 +414,7 @@ mod tests {
             judge(&j, DatasetKind::Locomo, &q(), "red Fiat", &a)
                 .await
                 .unwrap()
-                .0,
+                .correct,
             Some(true)
         );
     }

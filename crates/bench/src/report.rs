@@ -105,6 +105,12 @@ const COLUMNS: &[Column] = &[
         format: f3,
     },
     Column {
+        title: "ans ↑",
+        metric: "answer_recall",
+        better: Better::Higher,
+        format: f3,
+    },
+    Column {
         title: "E4 ms ↓",
         metric: "E4",
         better: Better::Lower,
@@ -367,7 +373,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
         if cats.len() > 1 {
             let _ = writeln!(
                 out,
-                "\nP6 Recall@k (and whole-evidence coverage) per category:\n"
+                "\nP6 Recall@k (whole-evidence coverage; answer recall) per category:\n"
             );
             let _ = write!(out, "| Substrate |");
             for c in &cats {
@@ -390,7 +396,11 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
                             .get("evidence_coverage")
                             .and_then(serde_json::Value::as_f64)
                             .map_or("n/a".into(), f3);
-                        format!("{p6} ({cov})")
+                        let ans = m
+                            .get("answer_recall")
+                            .and_then(serde_json::Value::as_f64)
+                            .map_or("n/a".into(), f3);
+                        format!("{p6} ({cov}; {ans})")
                     });
                     let _ = write!(out, " {} |", cell.unwrap_or_else(|| "n/a".into()));
                 }
@@ -401,7 +411,8 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
     }
     out.push_str(
         "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \
-`P6 verb` = Recall@k counting only events shown verbatim (not only inside an LLM-written record); `cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words). \
+`P6 verb` = Recall@k counting only events shown verbatim (not only inside an LLM-written record); `cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words); `ans` = share of questions whose normalised gold answer (every element of a list) appears in the memory. \
+A recall that names more events through LLM-written records than its k (a timeline, a gist index) lists rather than ranks: its P6 counts the events shown verbatim. \
 P8–P11 (task success, goal conditions, steps, pass@1) need a live environment: n/a here. \
 Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
     );

@@ -49,7 +49,8 @@ use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, W
 use crate::metrics::retrieval::CoverageCounts;
 use crate::metrics::EvidenceFates;
 use crate::metrics::{
-    bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em, token_f1,
+    answer_recall, bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em,
+    token_f1,
 };
 pub use crate::options::{Models, RunOptions};
 use crate::reader;
@@ -535,17 +536,41 @@ async fn read_item(
     } else {
         EvidenceFates::default()
     };
+    let verbatim = recall_at_k(
+        &q.evidence,
+        recall
+            .sources
+            .iter()
+            .filter(|s| s.resolution != Resolution::Record)
+            .map(|s| s.source_id.as_str()),
+    )
+    .filter(|_| retrieves);
+    // A recall that names more events through LLM-written records alone than
+    // the k it was asked for (FlexA-Mem's timeline, a gist index) lists its
+    // memory rather than ranking it: crediting every event a record covers
+    // would make Recall@k 1 by construction, so it counts the events shown
+    // verbatim instead.
+    let listed_by_records = recall
+        .sources
+        .iter()
+        .filter(|s| s.resolution == Resolution::Record)
+        .count()
+        > key.k;
+    let answer_recall = match (&q.answer, q.kind) {
+        (
+            Some(gold),
+            QuestionKind::Standard | QuestionKind::Temporal | QuestionKind::KnowledgeUpdate,
+        ) if retrieves => answer_recall(&recall.text, gold),
+        _ => None,
+    };
     let item = ItemRecord {
-        recall_at_k: recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves),
-        recall_verbatim: recall_at_k(
-            &q.evidence,
-            recall
-                .sources
-                .iter()
-                .filter(|s| s.resolution != Resolution::Record)
-                .map(|s| s.source_id.as_str()),
-        )
-        .filter(|_| retrieves),
+        recall_at_k: if listed_by_records {
+            verbatim
+        } else {
+            recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves)
+        },
+        recall_verbatim: verbatim,
+        answer_recall,
         key,
         category: q.category.clone(),
         kind: q.kind,
@@ -570,6 +595,7 @@ async fn read_item(
         sub_em: None,
         judge: None,
         judge_reply: None,
+        judge_tokens: None,
     };
     Ok((recall, item))
 }
@@ -616,9 +642,10 @@ async fn answer_item(
                 item.sub_em = Some(sub_em(&answer, gold));
             }
             if let Some(j) = &ctx.models.judge {
-                let (verdict, reply) = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
-                item.judge = verdict;
-                item.judge_reply = Some(reply);
+                let verdict = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
+                item.judge = verdict.correct;
+                item.judge_reply = Some(verdict.reply);
+                item.judge_tokens = Some(verdict.tokens);
             }
             item.answer = Some(answer);
         }

@@ -23,11 +23,19 @@
 //!   E5/E6, E10/E11, E12/E13 and E14; the per-episode figures
 //!   (`llm_per_conversation`, E3, E1) leave it out, though each episode's
 //!   footprint holds the restored bank.
+//! - `reader_tokens` / `judge_tokens`: Σ tokens (prompt + reply) the shared
+//!   reader and the judge used, as their servers reported them.
 //! - E7: mean rendered-memory tokens per item (`E7_total` is the sum).
 //! - E14: Σ write + manage time over conversations + Σ (read + generate) over
 //!   items (judging excluded); E15 = E14 / items.
 //! - `evidence_coverage`: share of gold turns shown whole;
-//!   `evidence_partial`: shown at least in part (whole included).
+//!   `evidence_partial`: shown at least in part (whole included);
+//!   `answer_recall`: share of questions with a gold answer whose normalised
+//!   answer (every element of a list) appears in the rendered memory
+//!   ([`crate::metrics::answer_recall`]).
+//! - P6 of a recall that names more events through LLM-written records than
+//!   its k (a timeline, a gist index) counts the events shown verbatim: it
+//!   lists its memory rather than ranking it.
 //! - `resolution_shares`: share of shown events at each resolution.
 //! - `diagnostics`: the substrate's behaviour counters (LLM replies used or
 //!   fallen back to rules...), summed over conversations: `write` as logged
@@ -148,6 +156,10 @@ fn answer_metrics(items: &[&ItemRecord], m: &mut Map<String, Value>) {
         "evidence_partial".into(),
         ratio(f64::from(whole + part), f64::from(gold)),
     );
+    m.insert(
+        "answer_recall".into(),
+        mean(items.iter().filter_map(|i| i.answer_recall)),
+    );
     let mut fates = EvidenceFates::default();
     for i in items {
         fates.add(&i.fates);
@@ -222,6 +234,16 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         m.insert(
             "answered".into(),
             json!(its.iter().filter(|i| i.answered).count()),
+        );
+        // What the shared reader and the judge spent, as their servers
+        // counted it (the substrate's own LLM use is E12).
+        m.insert(
+            "reader_tokens".into(),
+            json!(its.iter().filter_map(|i| i.reader_tokens).sum::<u64>()),
+        );
+        m.insert(
+            "judge_tokens".into(),
+            json!(its.iter().filter_map(|i| i.judge_tokens).sum::<u64>()),
         );
         m.insert(
             "reader_rejected".into(),
@@ -447,6 +469,7 @@ mod tests {
             gold_evidence: 1,
             recall_at_k: recall,
             recall_verbatim: recall,
+            answer_recall: None,
             coverage: CoverageCounts {
                 gold: 2,
                 whole: 1,
@@ -475,6 +498,7 @@ mod tests {
             sub_em: None,
             judge,
             judge_reply: None,
+            judge_tokens: None,
         }
     }
 

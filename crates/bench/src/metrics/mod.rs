@@ -1,12 +1,14 @@
 //! Metric functions: answer metrics ([`text`]), retrieval metrics
-//! ([`retrieval`]) and paired statistics ([`stats`]). Aggregation into
+//! ([`retrieval`]), answer recall in the memory ([`answer_recall`]) and paired statistics ([`stats`]). Aggregation into
 //! per-run summaries lives in [`crate::summary`].
 
+pub mod answer_recall;
 pub mod fates;
 pub mod retrieval;
 pub mod stats;
 pub mod text;
 
+pub use answer_recall::answer_recall;
 pub use fates::{evidence_fates, EvidenceFates};
 pub use retrieval::{evidence_coverage, recall_at_k, Coverage, CoverageCounts};
 pub use stats::{mcnemar_exact, mcnemar_paired, paired_bootstrap, BootstrapCi, McNemar};
