@@ -149,30 +149,36 @@ impl OpenAiClient {
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
-                    let text = match resp.text().await {
-                        Ok(t) => t,
-                        Err(e) => {
-                            return Err(ServiceError::Transport {
-                                service: url,
-                                source: Box::new(e),
-                            })
+                    match resp.text().await {
+                        Ok(text) if status.is_success() => {
+                            return serde_json::from_str(&text).map_err(|e| {
+                                ServiceError::Malformed {
+                                    service: url.clone(),
+                                    reason: format!("not JSON ({e}): {}", head(&text)),
+                                }
+                            });
                         }
-                    };
-                    if status.is_success() {
-                        return serde_json::from_str(&text).map_err(|e| ServiceError::Malformed {
-                            service: url.clone(),
-                            reason: format!("not JSON ({e}): {}", head(&text)),
-                        });
+                        Ok(text) => {
+                            let err = ServiceError::Http {
+                                service: url.clone(),
+                                status: status.as_u16(),
+                                body: head(&text),
+                            };
+                            if !(status.as_u16() == 429 || status.is_server_error()) {
+                                return Err(err);
+                            }
+                            (err, retry_after)
+                        }
+                        // The connection broke mid-answer (a server killed
+                        // while generating): as retryable as a refused one.
+                        Err(e) => (
+                            ServiceError::Transport {
+                                service: url.clone(),
+                                source: Box::new(e),
+                            },
+                            None,
+                        ),
                     }
-                    let err = ServiceError::Http {
-                        service: url.clone(),
-                        status: status.as_u16(),
-                        body: head(&text),
-                    };
-                    if !(status.as_u16() == 429 || status.is_server_error()) {
-                        return Err(err);
-                    }
-                    (err, retry_after)
                 }
                 Err(e) => (
                     ServiceError::Transport {
