@@ -11,7 +11,8 @@
 //! A design that renders memory under a budget is only worth its complexity
 //! if it shows more evidence than packing ranked turns into the same budget.
 //! [`with_packing_baselines`] adds those packings ([`PACKING_BASELINES`]:
-//! BM25, dense and their fusion, each filling the budget) to a run that has
+//! whole turns and pieces of κ tokens, each ranked by BM25, dense similarity
+//! and their fusion and filling the budget) to a run that has
 //! anything else to compare with them, so every report shows the comparison.
 
 use async_trait::async_trait;
@@ -37,9 +38,17 @@ pub fn factories() -> Vec<SubstrateFactory> {
     ]
 }
 
-/// The packing baselines: turns ranked by BM25, by dense similarity and by
-/// their reciprocal-rank fusion, each packed until the budget is spent.
-pub const PACKING_BASELINES: [&str; 3] = ["m2-fill", "m1-fill", "hybrid-fill"];
+/// The packing baselines: turns, and pieces of κ tokens (*FlexA-Mem*'s piece
+/// retrieval), ranked by BM25, by dense similarity and by their
+/// reciprocal-rank fusion, each packed until the budget is spent.
+pub const PACKING_BASELINES: [&str; 6] = [
+    "m2-fill",
+    "m1-fill",
+    "hybrid-fill",
+    "m2-pieces",
+    "m1-pieces",
+    "hybrid-pieces",
+];
 
 /// Whether `name` (a name or alias) is one of the [`PACKING_BASELINES`].
 pub fn is_packing_baseline(registry: &Registry, name: &str) -> bool {
@@ -155,13 +164,17 @@ mod tests {
                 "bm25-fill:candidates=64",
                 "nomem",
                 "m1-fill",
-                "hybrid-fill"
+                "hybrid-fill",
+                "m2-pieces",
+                "m1-pieces",
+                "hybrid-pieces"
             ]
         );
         // Nothing to compare with: the list stays as it is.
         let only = SubstrateSpec::parse_list("m1-fill,nomem").unwrap();
         assert_eq!(names(&only), vec!["m1-fill", "nomem"]);
         assert!(is_packing_baseline(&registry, "rrf-fill"));
+        assert!(is_packing_baseline(&registry, "piece-retrieval"));
         assert!(!is_packing_baseline(&registry, "m2"));
         assert!(!is_packing_baseline(&registry, "no-such"));
     }

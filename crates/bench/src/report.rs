@@ -419,9 +419,17 @@ Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
     out
 }
 
-/// One line per substrate of the group saying how its whole-evidence
-/// coverage compares with the best packing baseline's
-/// ([`crate::baselines::PACKING_BASELINES`]) at the same budget.
+/// What a design is compared with the packing baselines on: evidence shown
+/// whole, evidence shown whole or in part, and the gold answer in the memory.
+const AGAINST_PACKING: [(&str, &str); 3] = [
+    ("evidence_coverage", "whole"),
+    ("evidence_partial", "whole or part"),
+    ("answer_recall", "answer"),
+];
+
+/// One line per substrate of the group saying how it compares with the best
+/// packing baseline ([`crate::baselines::PACKING_BASELINES`]) at the same
+/// budget on each of [`AGAINST_PACKING`] (the best baseline per measure).
 fn write_against_packing(
     out: &mut String,
     runs: &[&RunSummary],
@@ -435,12 +443,16 @@ fn write_against_packing(
             .to_string()
     };
     let is_packing = |r: &RunSummary| crate::baselines::is_packing_baseline(registry, &name_of(r));
-    let best = runs
+    let best: Vec<Option<(&str, f64)>> = AGAINST_PACKING
         .iter()
-        .filter(|r| is_packing(r))
-        .filter_map(|r| Some((r.substrate.as_str(), r.number("evidence_coverage")?)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    let Some((best_name, best_cover)) = best else {
+        .map(|(metric, _)| {
+            runs.iter()
+                .filter(|r| is_packing(r))
+                .filter_map(|r| Some((r.substrate.as_str(), r.number(metric)?)))
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+        })
+        .collect();
+    let Some((best_name, best_cover)) = best[0] else {
         return;
     };
     let lines: Vec<String> = runs
@@ -453,12 +465,23 @@ fn write_against_packing(
             } else {
                 "below"
             };
-            Some(format!(
+            let mut line = format!(
                 "- {}: {} ({verdict} packing, {:+.3})",
                 r.substrate,
                 f3(cover),
                 cover - best_cover
-            ))
+            );
+            for ((metric, label), best) in AGAINST_PACKING.iter().zip(&best).skip(1) {
+                if let (Some(value), Some((name, top))) = (r.number(metric), best) {
+                    let _ = write!(
+                        line,
+                        "; {label} {} ({:+.3} against {name})",
+                        f3(value),
+                        value - top
+                    );
+                }
+            }
+            Some(line)
         })
         .collect();
     if lines.is_empty() {
@@ -467,7 +490,8 @@ fn write_against_packing(
     let _ = writeln!(
         out,
         "
-Against packing: whole-evidence coverage beside the best packing baseline here, {best_name} ({}):\n",
+Against packing: whole-evidence coverage beside the best packing baseline here, {best_name} ({}); \
+then whole-or-part coverage and answer recall beside the best baseline on each:\n",
         f3(best_cover)
     );
     for line in lines {

@@ -12,6 +12,7 @@
 //! | [`bm25`] | an exact in-memory Okapi BM25 index over documents of any key type ([`bm25::Bm25Index`]) |
 //! | [`record`] | the fixed-rule record writer ([`record::rule_record`]) and checks on LLM-written records ([`record::echoes_prompt`], [`record::cut_words`], [`record::top_keywords`]) |
 //! | [`count`] | counting a text that changes in parts: only the changed segments between exact cuts are counted again ([`count::SegmentCounts`]) |
+//! | [`pieces`] | cutting an event into pieces of at most κ tokens at line breaks, labelled with their speaker or step ([`pieces::cut_event`]), and showing a run of them verbatim ([`pieces::run_text`]) |
 //! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
 //! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
@@ -36,6 +37,7 @@ pub mod bm25;
 pub mod count;
 pub mod fit;
 pub mod json_repair;
+pub mod pieces;
 pub mod record;
 pub mod state;
 pub mod text;

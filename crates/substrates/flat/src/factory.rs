@@ -1,6 +1,7 @@
-//! The flat family's plugins: `m1`, `m1-fill`, `m2`, `m2-fill`, `hybrid` and
-//! `hybrid-fill` as
-//! [`SubstrateFactory`] values a registry lists and builds by name.
+//! The flat family's plugins: `m1`, `m1-fill`, `m2`, `m2-fill`, `hybrid`,
+//! `hybrid-fill` and the piece-retrieval baselines `m2-pieces`, `m1-pieces`
+//! and `hybrid-pieces` as [`SubstrateFactory`] values a registry lists and
+//! builds by name.
 
 use std::sync::Arc;
 
@@ -10,8 +11,10 @@ use submem_core::{Error, Family, MethodId, Result};
 use submem_kit::text::StopWords;
 
 use crate::hybrid::{DEFAULT_POOL, DEFAULT_RRF_K, HYBRID};
+use crate::pieces::{DEFAULT_PIECE_CANDIDATES, DEFAULT_PIECE_TOKENS, PIECES};
 use crate::{
-    DenseConfig, DenseMemory, HybridConfig, HybridMemory, ReadDepth, SparseConfig, SparseMemory,
+    DenseConfig, DenseMemory, HybridConfig, HybridMemory, PieceConfig, PieceMemory, PieceRanking,
+    ReadDepth, SparseConfig, SparseMemory,
 };
 
 const PAPER: &str = "Harness the Memory";
@@ -292,6 +295,89 @@ pub fn hybrid_factory(fill: bool) -> SubstrateFactory {
         })
 }
 
+/// Settings of `m2-pieces`, `m1-pieces` and `hybrid-pieces`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PieceSettings {
+    /// κ: the most tokens in one piece (FlexA-Mem's default, so both cut the same pieces).
+    pub piece_tokens: usize,
+    /// Most pieces ranked per read.
+    pub candidates: usize,
+    /// Stop words of the BM25 ranking: `english`, `lucene` or `none`.
+    pub stopwords: StopWords,
+    /// The fusion constant k of 1 / (k + rank) (hybrid ranking only).
+    pub rrf_k: f32,
+}
+
+impl PieceSettings {
+    /// The defaults.
+    pub fn new() -> Self {
+        PieceSettings {
+            piece_tokens: DEFAULT_PIECE_TOKENS,
+            candidates: DEFAULT_PIECE_CANDIDATES,
+            stopwords: SparseConfig::default().stop_words,
+            rrf_k: DEFAULT_RRF_K,
+        }
+    }
+
+    /// The substrate's config for `ranking`.
+    pub fn config(&self, ranking: PieceRanking) -> PieceConfig {
+        PieceConfig {
+            piece_tokens: self.piece_tokens,
+            candidates: self.candidates,
+            sparse: SparseConfig::default().with_stop_words(self.stopwords),
+            rrf_k: self.rrf_k,
+            ..PieceConfig::new(ranking)
+        }
+    }
+}
+
+impl Default for PieceSettings {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SubstrateSettings for PieceSettings {
+    fn validate(&self) -> Result<()> {
+        self.config(PieceRanking::Hybrid).validate()
+    }
+}
+
+/// `m2-pieces`, `m1-pieces` or `hybrid-pieces`: pieces of κ tokens ranked by
+/// BM25, dense cosine or both, packed until the budget is spent.
+pub fn piece_factory(ranking: PieceRanking) -> SubstrateFactory {
+    let (name, aliases, summary): (_, &[&str], _) = match ranking {
+        PieceRanking::Bm25 => (
+            "m2-pieces",
+            &["bm25-pieces", "piece-retrieval"],
+            "pieces of κ tokens ranked by BM25, packed until the budget is spent",
+        ),
+        PieceRanking::Dense => (
+            "m1-pieces",
+            &["dense-pieces"],
+            "pieces of κ tokens ranked by MiniLM cosine, packed until the budget is spent",
+        ),
+        PieceRanking::Hybrid => (
+            "hybrid-pieces",
+            &["rrf-pieces"],
+            "pieces of κ tokens ranked by dense + BM25 reciprocal-rank fusion, packed until the budget is spent",
+        ),
+    };
+    SubstrateFactory::builder(name, PIECES, Family::FLAT)
+        .aliases(aliases)
+        .paper("FlexA-Mem's piece retrieval baseline (BM25); dense and fused variants")
+        .summary(summary)
+        .llm(LlmUse::Never)
+        .settings(PieceSettings::new())
+        .build(move |ctx, s: PieceSettings| {
+            Ok(Arc::new(PieceMemory::new(
+                ctx.services.clone(),
+                s.config(ranking),
+            )?))
+        })
+}
+
 /// Every factory of the flat family.
 pub fn factories() -> Vec<SubstrateFactory> {
     vec![
@@ -301,6 +387,9 @@ pub fn factories() -> Vec<SubstrateFactory> {
         sparse_factory(true),
         hybrid_factory(false),
         hybrid_factory(true),
+        piece_factory(PieceRanking::Bm25),
+        piece_factory(PieceRanking::Dense),
+        piece_factory(PieceRanking::Hybrid),
     ]
 }
 
@@ -344,5 +433,25 @@ mod tests {
         assert!(hybrid_fill.answers_to("rrf-fill"));
         let s = hybrid_fill.build(&ctx, &Settings::new()).unwrap();
         assert_eq!(s.info().name, "hybrid-rrf-fill");
+    }
+
+    #[test]
+    fn piece_factories_parse_their_settings_and_build() {
+        let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
+        for ranking in [
+            PieceRanking::Bm25,
+            PieceRanking::Dense,
+            PieceRanking::Hybrid,
+        ] {
+            let f = piece_factory(ranking);
+            f.validate().unwrap();
+            assert!(f.settings_from_strs(&[("piece_tokens", "0")]).is_err());
+            assert!(f.settings_from_strs(&[("candidates", "0")]).is_err());
+            assert!(f.settings_from_strs(&[("kappa", "3")]).is_err());
+            let s = f.settings_from_strs(&[("piece_tokens", "32")]).unwrap();
+            let built = f.build(&ctx, &s).unwrap();
+            assert_eq!(built.info().name, ranking.substrate_name());
+        }
+        assert!(piece_factory(PieceRanking::Bm25).answers_to("piece-retrieval"));
     }
 }

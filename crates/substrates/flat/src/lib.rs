@@ -16,6 +16,10 @@
 //!   per-namespace BM25 statistics. See [`sparse`].
 //! - [`HybridMemory`] (`hybrid`, not in the paper): both of the above over
 //!   the same turns, their rankings fused by reciprocal rank. See [`hybrid`].
+//! - [`PieceMemory`] (`m2-pieces`, `m1-pieces`, `hybrid-pieces`): *FlexA-Mem*'s
+//!   piece retrieval baseline: pieces of κ tokens ranked by BM25 (or dense
+//!   cosine, or both fused), packed into the budget and shown by event in
+//!   time order. See [`pieces`].
 //!
 //! Both render their top-k in time order (or, with [`ReadDepth::fill`], as
 //! many ranked units as the budget holds: see [`fill`]) under the query's allowance with
@@ -115,6 +119,7 @@ pub mod factory;
 pub mod fill;
 pub mod hybrid;
 mod lock;
+pub mod pieces;
 pub mod sparse;
 mod unit;
 
@@ -123,4 +128,5 @@ pub use error::FlatError;
 pub use factory::factories;
 pub use fill::ReadDepth;
 pub use hybrid::{HybridConfig, HybridMemory};
+pub use pieces::{PieceConfig, PieceMemory, PieceRanking};
 pub use sparse::{SparseConfig, SparseMemory};

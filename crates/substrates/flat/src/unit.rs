@@ -5,8 +5,8 @@
 //! [`exists_in`] says what "already stored" means for a map of ids.
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use submem_core::RankedUnit;
+use std::collections::{HashMap, HashSet};
+use submem_core::{Error, Event, RankedUnit, Result};
 
 /// One stored event: its rendered text and where it sits in its namespace's
 /// history.
@@ -41,6 +41,53 @@ impl StoredUnit {
     }
 }
 
+/// A unit to store: the id it is found by and the text a read shows. A
+/// write of events stores one per event (`Event::render()` under its
+/// source id); the piece baselines store one per piece.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NewUnit {
+    /// The id the unit is stored, ranked and forgotten under.
+    pub source_id: String,
+    /// What a read shows.
+    pub text: String,
+}
+
+impl NewUnit {
+    /// One unit per event: its rendered text under its source id.
+    pub fn from_events(events: &[Event]) -> Vec<NewUnit> {
+        events
+            .iter()
+            .map(|e| NewUnit {
+                source_id: e.source_id().to_string(),
+                text: e.render(),
+            })
+            .collect()
+    }
+}
+
+/// Checks unit ids as [`check_new_sources`](submem_kit::batch::check_new_sources)
+/// checks events: none empty, none twice, none already stored.
+pub(crate) fn check_new_ids(units: &[NewUnit], exists: impl Fn(&str) -> bool) -> Result<()> {
+    let mut seen: HashSet<&str> = HashSet::with_capacity(units.len());
+    for u in units {
+        let id = u.source_id.as_str();
+        if id.is_empty() {
+            return Err(Error::InvalidInput("a unit has an empty source id".into()));
+        }
+        if !seen.insert(id) {
+            return Err(Error::InvalidInput(format!(
+                "source id {id:?} appears twice in one write"
+            )));
+        }
+        if exists(id) {
+            return Err(Error::InvalidInput(format!(
+                "source id {id:?} is already stored in this namespace"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks source ids against a map of stored ids.
 pub(crate) fn exists_in<V>(ids: Option<&HashMap<String, V>>) -> impl Fn(&str) -> bool + '_ {
     move |id| ids.is_some_and(|m| m.contains_key(id))
@@ -69,7 +116,7 @@ pub(crate) fn dir_bytes(dir: &std::path::Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use submem_core::{Event, Turn};
+    use submem_core::Turn;
     use submem_kit::batch::check_new_sources;
 
     fn turn(id: &str) -> Event {
@@ -89,5 +136,25 @@ mod tests {
         assert!(check_new_sources(&[turn("a")], exists_in(Some(&stored))).is_err());
         assert!(check_new_sources(&[turn("a")], exists_in::<u64>(None)).is_ok());
         assert!(check_new_sources(&[turn("b"), turn("b")], exists_in(Some(&stored))).is_err());
+    }
+
+    #[test]
+    fn unit_ids_are_checked_like_source_ids() {
+        let stored: HashMap<String, u64> = [("a".to_string(), 0)].into();
+        let units = |ids: &[&str]| -> Vec<NewUnit> {
+            ids.iter()
+                .map(|id| NewUnit {
+                    source_id: id.to_string(),
+                    text: "t".into(),
+                })
+                .collect()
+        };
+        assert!(check_new_ids(&units(&["b", "c"]), exists_in(Some(&stored))).is_ok());
+        assert!(check_new_ids(&units(&["a"]), exists_in(Some(&stored))).is_err());
+        assert!(check_new_ids(&units(&["b", "b"]), exists_in::<u64>(None)).is_err());
+        assert!(check_new_ids(&units(&[""]), exists_in::<u64>(None)).is_err());
+        let from = NewUnit::from_events(&[turn("x")]);
+        assert_eq!(from[0].source_id, "x");
+        assert_eq!(from[0].text, "A: hello");
     }
 }

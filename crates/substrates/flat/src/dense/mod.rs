@@ -48,7 +48,7 @@ use submem_kit::batch::check_new_sources;
 
 use crate::error::FlatError;
 use crate::lock;
-use crate::unit::{exists_in, tokens_u32, StoredUnit};
+use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};
 use ns::DenseNs;
 
 /// Method id used in errors and the manifest.
@@ -179,42 +179,52 @@ impl DenseMemory {
             check_new_sources(events, |_| false)?;
         }
         let flat = self.check_vectors(vectors, events.len())?;
-        self.insert(namespace, events, flat)
+        self.insert(namespace, NewUnit::from_events(events), flat)?;
+        Ok(WriteReport {
+            events: events.len(),
+            units: events.len(),
+        })
     }
 
-    fn insert(
+    /// Embeds `units` (in batches of [`DenseConfig::embed_batch`]) and
+    /// stores them, whole or not at all.
+    pub(crate) async fn write_units(
         &self,
         namespace: &Namespace,
-        events: &[Event],
-        flat: Vec<f32>,
-    ) -> Result<WriteReport> {
-        let texts: Vec<String> = events.iter().map(Event::render).collect();
-        let tokens: Vec<u32> = texts
+        units: Vec<NewUnit>,
+    ) -> Result<()> {
+        let mut vectors = Vec::with_capacity(units.len());
+        for batch in units.chunks(self.config.embed_batch) {
+            let texts: Vec<String> = batch.iter().map(|u| u.text.clone()).collect();
+            vectors.extend(self.services.embedder.embed(&texts).await?);
+        }
+        let flat = self.check_vectors(vectors, units.len())?;
+        self.insert(namespace, units, flat)
+    }
+
+    fn insert(&self, namespace: &Namespace, units: Vec<NewUnit>, flat: Vec<f32>) -> Result<()> {
+        let tokens: Vec<u32> = units
             .iter()
-            .map(|t| tokens_u32(self.services.tokens.count(t)))
+            .map(|u| tokens_u32(self.services.tokens.count(&u.text)))
             .collect();
         let space = self.space_or_create(namespace)?;
         let mut ns = lock::write(&space, METHOD, "write")?;
         // Another task may have written the same ids since validation.
-        check_new_sources(events, exists_in(Some(ns.ids())))?;
+        check_new_ids(&units, exists_in(Some(ns.ids())))?;
         let first = ns.next_position;
-        let units = events
-            .iter()
-            .zip(texts)
+        let units = units
+            .into_iter()
             .zip(tokens)
             .enumerate()
-            .map(|(i, ((e, text), tokens))| StoredUnit {
-                source_id: e.source_id().to_string(),
-                text,
+            .map(|(i, (u, tokens))| StoredUnit {
+                source_id: u.source_id,
+                text: u.text,
                 position: first + i as u64,
                 tokens,
             })
             .collect();
         ns.append(units, flat, &self.config);
-        Ok(WriteReport {
-            events: events.len(),
-            units: events.len(),
-        })
+        Ok(())
     }
 
     /// Reads with a query vector the caller already has (the embedder's
@@ -318,13 +328,12 @@ impl Substrate for DenseMemory {
         } else {
             check_new_sources(events, |_| false)?;
         }
-        let texts: Vec<String> = events.iter().map(Event::render).collect();
-        let mut vectors = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.config.embed_batch) {
-            vectors.extend(self.services.embedder.embed(batch).await?);
-        }
-        let flat = self.check_vectors(vectors, events.len())?;
-        self.insert(namespace, events, flat)
+        self.write_units(namespace, NewUnit::from_events(events))
+            .await?;
+        Ok(WriteReport {
+            events: events.len(),
+            units: events.len(),
+        })
     }
 
     #[tracing::instrument(name = "m1.read", skip_all, fields(ns = %query.namespace, k = query.top_k))]

@@ -61,7 +61,7 @@ use tantivy::tokenizer::TextAnalyzer;
 
 use crate::error::FlatResult;
 use crate::lock;
-use crate::unit::{exists_in, tokens_u32, StoredUnit};
+use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};
 use analyzer::{build_analyzer, tokens, NsStats};
 use index::{Backing, TantivyIndex};
 
@@ -221,6 +221,46 @@ impl SparseMemory {
             .collect())
     }
 
+    /// Stores `units` in `namespace`, whole or not at all: ids are checked
+    /// again under the lock (another task may have written the same ids
+    /// since the caller validated them).
+    pub(crate) fn write_units(&self, namespace: &Namespace, units: Vec<NewUnit>) -> Result<()> {
+        let counts: Vec<u32> = units
+            .iter()
+            .map(|u| tokens_u32(self.services.tokens.count(&u.text)))
+            .collect();
+        let mut guard = lock::write(&self.state, METHOD, "write")?;
+        let state = &mut *guard;
+        check_new_ids(
+            &units,
+            exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
+        )?;
+        state
+            .ensure_writable(&self.config)
+            .map_err(|e| e.into_core(METHOD, "write"))?;
+        let first = state.spaces.get(namespace).map_or(0, |s| s.next_position);
+        let units: Vec<StoredUnit> = units
+            .into_iter()
+            .zip(counts)
+            .enumerate()
+            .map(|(i, (u, tokens))| StoredUnit {
+                source_id: u.source_id,
+                text: u.text,
+                position: first + i as u64,
+                tokens,
+            })
+            .collect();
+        state
+            .index
+            .add(units.iter().map(|u| (namespace.as_str(), u)))
+            .map_err(|e| e.into_core(METHOD, "write"))?;
+        let space = state.spaces.entry(namespace.clone()).or_default();
+        for unit in units {
+            space.insert(unit, &mut state.analyzer);
+        }
+        Ok(())
+    }
+
     /// The distinct analysed terms of `text` (what a read searches for).
     pub fn analyze(&self, text: &str) -> Vec<String> {
         let mut analyzer = build_analyzer(&self.config);
@@ -260,43 +300,7 @@ impl Substrate for SparseMemory {
                 exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
             )?;
         }
-        let texts: Vec<String> = events.iter().map(Event::render).collect();
-        let counts: Vec<u32> = texts
-            .iter()
-            .map(|t| tokens_u32(self.services.tokens.count(t)))
-            .collect();
-
-        let mut guard = lock::write(&self.state, METHOD, "write")?;
-        let state = &mut *guard;
-        // Another task may have written the same ids since validation.
-        check_new_sources(
-            events,
-            exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
-        )?;
-        state
-            .ensure_writable(&self.config)
-            .map_err(|e| e.into_core(METHOD, "write"))?;
-        let first = state.spaces.get(namespace).map_or(0, |s| s.next_position);
-        let units: Vec<StoredUnit> = events
-            .iter()
-            .zip(texts)
-            .zip(counts)
-            .enumerate()
-            .map(|(i, ((e, text), tokens))| StoredUnit {
-                source_id: e.source_id().to_string(),
-                text,
-                position: first + i as u64,
-                tokens,
-            })
-            .collect();
-        state
-            .index
-            .add(units.iter().map(|u| (namespace.as_str(), u)))
-            .map_err(|e| e.into_core(METHOD, "write"))?;
-        let space = state.spaces.entry(namespace.clone()).or_default();
-        for unit in units {
-            space.insert(unit, &mut state.analyzer);
-        }
+        self.write_units(namespace, NewUnit::from_events(events))?;
         Ok(WriteReport {
             events: events.len(),
             units: events.len(),
