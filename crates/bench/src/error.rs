@@ -114,6 +114,20 @@ pub enum BenchError {
         reason: String,
     },
 
+    /// A `--shard I/N` that names no shard.
+    #[error("bad shard {shard:?}: {reason}")]
+    BadShard {
+        /// What was given.
+        shard: String,
+        /// Why it was refused, with the expected form.
+        reason: String,
+    },
+
+    /// Shard directories that cannot be merged into one run: one missing or
+    /// given twice, unfinished, or from another run.
+    #[error("cannot merge the shards: {0}")]
+    Merge(String),
+
     /// The run was stopped on purpose (the `SUBMEM_BENCH_ABORT_AFTER` hook).
     #[error("run aborted after {0} items (SUBMEM_BENCH_ABORT_AFTER)")]
     Aborted(usize),

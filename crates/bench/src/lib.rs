@@ -22,7 +22,10 @@
 //! - [`metrics`]: EM, token F1, BLEU-1, SubEM, Recall@k, evidence coverage,
 //!   the exact McNemar test and the paired bootstrap;
 //! - [`summary`], [`report`] and [`compare`]: `summary.json`, `report.md`
-//!   (Table 1 layout), `scatter.svg`, and paired comparisons.
+//!   (Table 1 layout), `scatter.svg`, and paired comparisons; [`results`]
+//!   writes them from a run's records;
+//! - [`shard`]: a run split over processes (`--shard I/N`) and merged back
+//!   into what one run writes.
 //!
 //! **Deviations from the paper.** The paper's judge and reader are
 //! gpt-4o-mini and Qwen3/Gemma; here they are whatever LLM is configured (the
@@ -60,6 +63,7 @@ pub mod dataset;
 mod error;
 mod instance;
 pub mod items;
+mod measure;
 pub mod metrics;
 pub mod options;
 pub mod reader;
@@ -67,7 +71,9 @@ pub mod registry;
 #[cfg(feature = "router")]
 pub mod registry_router;
 pub mod report;
+pub mod results;
 pub mod runner;
+pub mod shard;
 pub mod summary;
 
 pub use dataset::{Conversation, Dataset, DatasetKind, HistorySource, Question, QuestionKind};

@@ -8,6 +8,7 @@ use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
 use submem_core::{Llm, Services};
 
 use crate::reader::ReaderSettings;
+use crate::shard::Shard;
 use crate::{BenchError, Result};
 
 /// The models a run uses besides the substrates' own.
@@ -58,6 +59,9 @@ pub struct RunOptions {
     /// crash, or extended with more budgets or k) restores it instead of
     /// paying the writes again.
     pub keep_memories: bool,
+    /// Run only this shard's share of the substrate × conversation tasks
+    /// (`--shard I/N`, see [`crate::shard`]); `None` runs them all.
+    pub shard: Option<Shard>,
 }
 
 impl Default for RunOptions {
@@ -76,6 +80,7 @@ impl Default for RunOptions {
             reader: ReaderSettings::default(),
             trace: false,
             keep_memories: true,
+            shard: None,
         }
     }
 }

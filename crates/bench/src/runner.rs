@@ -28,15 +28,21 @@
 //! `reader_sample` caps how many questions the reader answers **in total**
 //! (the first N answerable questions in dataset order, the same ones for every
 //! substrate, so answer metrics stay paired).
+//!
+//! `shard` (`--shard I/N`): the run does only its share of the substrate ×
+//! conversation tasks ([`crate::shard`]); everything above (the sample, the
+//! training banks, the order) is decided over the whole run first, so
+//! `submem bench merge` turns the shards' directories into what one run
+//! writes. A sharded run keeps its [`ShardRecord`] in `shard.json`.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use submem_core::{Diagnostics, Namespace, Query, Regime, Resolution, Substrate};
+use submem_core::{Namespace, Substrate};
 use tokio::task::JoinSet;
 
 use crate::context::{lock, Ctx};
@@ -45,16 +51,11 @@ use crate::instance::{
     instance, keep_memory, kept_memory_dir, training_bank, write_and_manage, Instance,
 };
 pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
-use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, ResolutionCounts, WriteRecord};
-use crate::metrics::retrieval::CoverageCounts;
-use crate::metrics::EvidenceFates;
-use crate::metrics::{
-    answer_recall, bleu1, evidence_coverage, evidence_fates, exact_match, recall_at_k, sub_em,
-    token_f1,
-};
+use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, WriteRecord};
+use crate::measure;
 pub use crate::options::{Models, RunOptions};
-use crate::reader;
 use crate::registry::{Registry, SubstrateSpec};
+use crate::shard::{ShardRecord, TaskNote};
 use crate::{BenchError, Result};
 
 /// What a run produced.
@@ -72,6 +73,14 @@ pub struct RunOutcome {
     pub skipped: Vec<String>,
     /// Substrate × conversation tasks that failed, with the error chain.
     pub failures: Vec<String>,
+}
+
+impl RunOutcome {
+    /// The report's notes on what happened to the run's tasks: substrates
+    /// skipped, tasks failed ([`crate::results::task_notes`]).
+    pub fn task_notes(&self) -> Vec<String> {
+        crate::results::task_notes(&self.skipped, &self.failures)
+    }
 }
 
 /// Namespace for a conversation id (path separators and controls replaced).
@@ -115,6 +124,7 @@ pub async fn run(
         factory.check(s)?;
     }
     std::fs::create_dir_all(&opts.out).map_err(|e| BenchError::io(&opts.out, e))?;
+    ShardRecord::check_dir(&opts.out, opts.shard)?;
     let (items_log, old_items) = JsonlLog::open::<ItemRecord>(&opts.out.join("items.jsonl"))?;
     let (writes_log, old_writes) = JsonlLog::open::<WriteRecord>(&opts.out.join("writes.jsonl"))?;
     let done = done_keys(&old_items);
@@ -157,13 +167,33 @@ pub async fn run(
         ),
         _ => None,
     };
-    let total: usize = specs.len()
-        * conversations
-            .iter()
-            .map(|c| asked(c, &opts).len())
-            .sum::<usize>()
+    // Task t is substrate t / C on conversation t % C (C conversations):
+    // the numbering `crate::shard` splits by and a merge puts items back in.
+    let tasks: Vec<(usize, SubstrateSpec, Conversation)> = specs
+        .iter()
+        .flat_map(|s| conversations.iter().map(move |c| (s.clone(), c.clone())))
+        .enumerate()
+        .filter(|(t, _)| opts.shard.is_none_or(|shard| shard.runs(*t)))
+        .map(|(t, (s, c))| (t, s, c))
+        .collect();
+    let total: usize = tasks
+        .iter()
+        .map(|(_, _, c)| asked(c, &opts).len())
+        .sum::<usize>()
         * opts.budgets.len()
         * opts.ks.len();
+    let mut shard_record = opts.shard.map(|shard| ShardRecord {
+        shard,
+        dataset: dataset.name.clone(),
+        substrates: specs.iter().map(ToString::to_string).collect(),
+        conversations: conversations.iter().map(|c| c.id.clone()).collect(),
+        finished: false,
+        skipped: Vec::new(),
+        failures: Vec::new(),
+    });
+    if let Some(record) = &shard_record {
+        record.write(&opts.out)?;
+    }
     let resumed = done.len();
     let progress = if opts.progress && std::io::stderr().is_terminal() {
         ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
@@ -193,51 +223,71 @@ pub async fn run(
         banks: Mutex::new(std::collections::HashMap::new()),
     });
 
-    let mut tasks = specs
-        .iter()
-        .flat_map(|s| conversations.iter().map(move |c| (s.clone(), c.clone())))
-        .collect::<Vec<_>>()
-        .into_iter();
-    let mut set: JoinSet<(String, Result<Option<String>>)> = JoinSet::new();
-    let spawn = |set: &mut JoinSet<_>, (spec, conv): (SubstrateSpec, Conversation)| {
+    let mut tasks = tasks.into_iter();
+    let mut set: JoinSet<(usize, String, Result<Option<String>>)> = JoinSet::new();
+    // Which task a tokio task id is, to name a task that panicked.
+    let mut running = HashMap::new();
+    let spawn = |set: &mut JoinSet<_>,
+                 running: &mut HashMap<tokio::task::Id, (usize, String)>,
+                 (t, spec, conv): (usize, SubstrateSpec, Conversation)| {
         let ctx = ctx.clone();
-        set.spawn(async move {
-            let label = format!("{spec} on {}", conv.id);
-            (label, run_one(&ctx, &spec, &conv).await)
+        let label = format!("{spec} on {}", conv.id);
+        let handle = set.spawn({
+            let label = label.clone();
+            async move {
+                let done = run_one(&ctx, &spec, &conv).await;
+                (t, label, done)
+            }
         });
+        running.insert(handle.id(), (t, label));
     };
     for t in tasks.by_ref().take(opts.jobs) {
-        spawn(&mut set, t);
+        spawn(&mut set, &mut running, t);
     }
     let mut outcome = RunOutcome {
         resumed,
         ..RunOutcome::default()
     };
     let mut skipped_specs = HashSet::new();
+    let (mut task_skips, mut task_failures) = (Vec::new(), Vec::new());
     while let Some(joined) = set.join_next().await {
         match joined {
-            Ok((_, Ok(None))) => {}
-            Ok((_, Ok(Some(skip)))) => {
+            Ok((_, _, Ok(None))) => {}
+            Ok((task, _, Ok(Some(skip)))) => {
                 if skipped_specs.insert(skip.clone()) {
-                    outcome.skipped.push(skip);
+                    outcome.skipped.push(skip.clone());
                 }
+                task_skips.push(TaskNote { task, note: skip });
             }
-            Ok((_, Err(BenchError::Aborted(n)))) => {
+            Ok((_, _, Err(BenchError::Aborted(n)))) => {
                 set.abort_all();
                 ctx.progress.abandon();
                 return Err(BenchError::Aborted(n));
             }
-            Ok((label, Err(e))) => {
+            Ok((task, label, Err(e))) => {
                 let chain = error_chain(&e);
                 tracing::error!(task = %label, error = %chain, "task failed");
-                outcome.failures.push(format!("{label}: {chain}"));
+                let note = format!("{label}: {chain}");
+                outcome.failures.push(note.clone());
+                task_failures.push(TaskNote { task, note });
             }
-            Err(join) => outcome
-                .failures
-                .push(format!("a task panicked or was cancelled: {join}")),
+            Err(join) => {
+                let note = match running.get(&join.id()) {
+                    Some((task, label)) => {
+                        let note = format!("{label}: the task panicked or was cancelled: {join}");
+                        task_failures.push(TaskNote {
+                            task: *task,
+                            note: note.clone(),
+                        });
+                        note
+                    }
+                    None => format!("a task panicked or was cancelled: {join}"),
+                };
+                outcome.failures.push(note);
+            }
         }
         if let Some(t) = tasks.next() {
-            spawn(&mut set, t);
+            spawn(&mut set, &mut running, t);
         }
     }
     ctx.progress.finish_and_clear();
@@ -250,6 +300,12 @@ pub async fn run(
     writes.extend(std::mem::take(&mut *lock(&ctx.new_writes)));
     outcome.items = items;
     outcome.writes = writes;
+    if let Some(record) = &mut shard_record {
+        record.finished = true;
+        record.skipped = task_skips;
+        record.failures = task_failures;
+        record.write(&opts.out)?;
+    }
     Ok(outcome)
 }
 
@@ -266,17 +322,6 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         cur = src.source();
     }
     s
-}
-
-/// The counters of `after` that grew since `before`, by how much.
-fn moved(before: &Diagnostics, after: Diagnostics) -> Diagnostics {
-    after
-        .into_iter()
-        .filter_map(|(name, n)| {
-            let grown = n.saturating_sub(before.get(&name).copied().unwrap_or(0));
-            (grown > 0).then_some((name, grown))
-        })
-        .collect()
 }
 
 /// One substrate on one conversation, in its three phases: prepare the
@@ -298,8 +343,8 @@ async fn run_one(ctx: &Ctx, spec: &SubstrateSpec, conv: &Conversation) -> Result
     ctx.progress
         .set_message(format!("{label} · {} · reading", conv.id));
     for (q, key) in pending {
-        let (recall, item) = read_item(ctx, &memory, conv, q, key).await?;
-        let item = answer_item(ctx, conv, q, &recall, item).await?;
+        let (recall, item) = measure::read_item(ctx, &memory, conv, q, key).await?;
+        let item = measure::answer_item(ctx, conv, q, &recall, item).await?;
         log_item(ctx, item)?;
     }
     Ok(None)
@@ -336,14 +381,14 @@ fn pending_items<'a>(
 }
 
 /// A task's memory, written (or restored) and managed, ready to read.
-struct Prepared {
-    instance: Instance,
-    namespace: Namespace,
+pub(crate) struct Prepared {
+    pub(crate) instance: Instance,
+    pub(crate) namespace: Namespace,
     label: String,
 }
 
 impl Prepared {
-    fn error(&self, conversation: &str, e: submem_core::Error) -> BenchError {
+    pub(crate) fn error(&self, conversation: &str, e: submem_core::Error) -> BenchError {
         BenchError::Substrate {
             substrate: self.label.clone(),
             conversation: conversation.to_string(),
@@ -448,209 +493,6 @@ async fn prepare_memory(
         namespace: ns,
         label,
     }))
-}
-
-/// Reads one item and measures what the read showed: Recall@k, evidence
-/// coverage and fates, resolutions, read time and the read's own LLM calls.
-async fn read_item(
-    ctx: &Ctx,
-    memory: &Prepared,
-    conv: &Conversation,
-    q: &crate::Question,
-    key: ItemKey,
-) -> Result<(submem_core::Recall, ItemRecord)> {
-    let Instance {
-        sub,
-        counting,
-        tokens: counter,
-        ..
-    } = &memory.instance;
-    let ns = &memory.namespace;
-    let sub_err = |e| memory.error(&conv.id, e);
-    let p = reader::fixed_prompt_tokens(q, counter.as_ref(), &ctx.opts.reader);
-    let query = match q.regime {
-        Regime::Conversational => Query::question(ns.clone(), q.text.clone(), key.budget),
-        Regime::Agentic => Query::agentic(
-            ns.clone(),
-            q.text.clone(),
-            q.newest.clone().unwrap_or_default(),
-            key.budget,
-        ),
-    }
-    .with_top_k(key.k)
-    .with_fixed_prompt_tokens(p);
-    let (calls0, tokens0) = counting.as_ref().map_or((0, 0), |c| {
-        (
-            c.calls.load(Ordering::Relaxed),
-            c.tokens.load(Ordering::Relaxed),
-        )
-    });
-    let diagnostics0 = sub.diagnostics();
-    let t = Instant::now();
-    let recall = sub.read(&query).await.map_err(sub_err)?;
-    let read_seconds = t.elapsed().as_secs_f64();
-    let read_diagnostics = moved(&diagnostics0, sub.diagnostics());
-    let (calls1, tokens1) = counting.as_ref().map_or((0, 0), |c| {
-        (
-            c.calls.load(Ordering::Relaxed),
-            c.tokens.load(Ordering::Relaxed),
-        )
-    });
-
-    let mut resolutions = ResolutionCounts::default();
-    for s in &recall.sources {
-        match s.resolution {
-            Resolution::Record => resolutions.record += 1,
-            Resolution::Excerpt => resolutions.excerpt += 1,
-            Resolution::Raw => resolutions.raw += 1,
-        }
-    }
-    // A substrate that answers through its own reader and shows no
-    // history (M9's adapted model) retrieves nothing: Recall@k and
-    // coverage are n/a, not 0. M11 also brings a reader (its prefilled
-    // episode) but shows the episode's turns, so it is measured.
-    let retrieves = recall.reader.is_none() || !recall.sources.is_empty();
-    let coverage = if retrieves {
-        evidence_coverage(
-            q.evidence
-                .iter()
-                .filter_map(|e| conv.evidence_text.get(e).map(String::as_str)),
-            &recall.text,
-        )
-    } else {
-        CoverageCounts::default()
-    };
-    let trace = if ctx.opts.trace && retrieves && !q.evidence.is_empty() {
-        sub.trace(&query, &q.evidence).await.map_err(sub_err)?
-    } else {
-        None
-    };
-    let fates = if retrieves {
-        evidence_fates(
-            q.evidence
-                .iter()
-                .filter_map(|e| conv.evidence_text.get(e).map(|t| (e.as_str(), t.as_str()))),
-            &recall,
-            trace.as_ref(),
-        )
-    } else {
-        EvidenceFates::default()
-    };
-    let verbatim = recall_at_k(
-        &q.evidence,
-        recall
-            .sources
-            .iter()
-            .filter(|s| s.resolution != Resolution::Record)
-            .map(|s| s.source_id.as_str()),
-    )
-    .filter(|_| retrieves);
-    // A recall that names more events through LLM-written records alone than
-    // the k it was asked for (FlexA-Mem's timeline, a gist index) lists its
-    // memory rather than ranking it: crediting every event a record covers
-    // would make Recall@k 1 by construction, so it counts the events shown
-    // verbatim instead.
-    let listed_by_records = recall
-        .sources
-        .iter()
-        .filter(|s| s.resolution == Resolution::Record)
-        .count()
-        > key.k;
-    let answer_recall = match (&q.answer, q.kind) {
-        (
-            Some(gold),
-            QuestionKind::Standard | QuestionKind::Temporal | QuestionKind::KnowledgeUpdate,
-        ) if retrieves => answer_recall(&recall.text, gold),
-        _ => None,
-    };
-    let item = ItemRecord {
-        recall_at_k: if listed_by_records {
-            verbatim
-        } else {
-            recall_at_k(&q.evidence, recall.source_ids()).filter(|_| retrieves)
-        },
-        recall_verbatim: verbatim,
-        answer_recall,
-        key,
-        category: q.category.clone(),
-        kind: q.kind,
-        gold_evidence: q.evidence.len(),
-        coverage,
-        resolutions,
-        fates,
-        retrieved_tokens: recall.tokens,
-        read_seconds,
-        read_llm_tokens: tokens1 - tokens0,
-        read_llm_calls: calls1 - calls0,
-        read_diagnostics,
-        answered: false,
-        reader_error: None,
-        generate_seconds: None,
-        reader_tokens: None,
-        answer: None,
-        gold: q.answer.clone(),
-        em: None,
-        f1: None,
-        bleu1: None,
-        sub_em: None,
-        judge: None,
-        judge_reply: None,
-        judge_tokens: None,
-    };
-    Ok((recall, item))
-}
-
-/// Has the shared reader (or the recall's own) answer the item when it is
-/// in the reader's sample, then scores and judges the answer. A request the
-/// reader refuses (a prompt over its context) is recorded on the item.
-async fn answer_item(
-    ctx: &Ctx,
-    conv: &Conversation,
-    q: &crate::Question,
-    recall: &submem_core::Recall,
-    mut item: ItemRecord,
-) -> Result<ItemRecord> {
-    let in_sample = ctx
-        .sample
-        .as_ref()
-        .is_none_or(|s| s.contains(&(conv.id.clone(), q.id.clone())));
-    let shared = ctx.models.reader.clone();
-    if let (Some(shared), true, Some(gold)) = (shared, in_sample, q.answer.as_deref()) {
-        if q.kind != QuestionKind::Adversarial {
-            let llm = recall.reader.clone().unwrap_or(shared);
-            let t = Instant::now();
-            let (answer, used) = match reader::answer(&llm, q, &recall.text, &ctx.opts.reader).await
-            {
-                Ok(done) => done,
-                // A refused request (a prompt over the reader's
-                // context) fails the same way on every retry: record
-                // it on the item and go on with the run.
-                Err(BenchError::Service { what, source }) if source.is_request_rejected() => {
-                    tracing::warn!("{what}: {source}; item recorded as not answered");
-                    item.reader_error = Some(source.to_string());
-                    return Ok(item);
-                }
-                Err(e) => return Err(e),
-            };
-            item.generate_seconds = Some(t.elapsed().as_secs_f64());
-            item.reader_tokens = Some(used);
-            item.answered = true;
-            if q.kind != QuestionKind::Abstention {
-                item.em = Some(exact_match(&answer, gold));
-                item.f1 = Some(token_f1(&answer, gold));
-                item.bleu1 = Some(bleu1(&answer, gold));
-                item.sub_em = Some(sub_em(&answer, gold));
-            }
-            if let Some(j) = &ctx.models.judge {
-                let verdict = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
-                item.judge = verdict.correct;
-                item.judge_reply = Some(verdict.reply);
-                item.judge_tokens = Some(verdict.tokens);
-            }
-            item.answer = Some(answer);
-        }
-    }
-    Ok(item)
 }
 
 /// Logs a finished item (so a killed run resumes after it) and stops the run

@@ -1,8 +1,9 @@
 //! `submem bench`: argument parsing, service construction and the summary
-//! printout around [`submem_bench::runner::run`].
+//! printout around [`submem_bench::runner::run`]; `submem bench merge` lives in
+//! [`crate::bench_merge`], `run.json` in [`crate::run_info`].
 
-use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,10 +12,12 @@ use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::reader::ReaderSettings;
 use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run as run_bench, Models, RunOptions};
-use submem_bench::{report, summary, Dataset, DatasetKind};
+use submem_bench::shard::Shard;
+use submem_bench::{results, Dataset, DatasetKind};
 use submem_core::Regime;
 use submem_models::{Config, LlmKind};
 
+use crate::run_info::{self, resumable_run_info};
 use crate::AnyError;
 
 /// Questions the local reader answers by default (a 135M model is slow and
@@ -44,7 +47,11 @@ impl From<LlmChoice> for LlmKind {
 
 /// `submem bench` options.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// Work on finished runs instead of running one.
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
     /// Dataset format: locomo, longmemeval, alfworld (alias agentic), probes or synthetic.
     #[arg(long, default_value = "synthetic")]
     pub dataset: String,
@@ -102,9 +109,19 @@ pub struct BenchArgs {
     /// beats packing ranked turns into the same budget.
     #[arg(long)]
     pub no_baselines: bool,
-    /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>.
+    /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>
+    /// (with --shard: ./bench-out/<UTC time>-shard-I-of-N).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Run only shard I of N (1 ≤ I ≤ N): every Nth substrate × conversation task, round-robin,
+    /// into its own --out; the question sample, seeds and order are the whole run's. Merge the
+    /// N directories with `submem bench merge` into what one run writes.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// Check the arguments (flags, substrate names and settings, budgets, k, shard) and exit
+    /// without loading the dataset or any model: for a job script before it is queued.
+    #[arg(long)]
+    pub check: bool,
     /// Most tokens of a reader answer.
     #[arg(long, default_value_t = 32)]
     pub answer_tokens: usize,
@@ -134,6 +151,14 @@ pub struct BenchArgs {
     pub seed: u64,
 }
 
+/// `submem bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchAction {
+    /// Merge the output directories of every `--shard I/N` run of one sweep into what the
+    /// unsharded run writes (items.jsonl, writes.jsonl, summary.json, report.md, scatter.svg).
+    Merge(crate::bench_merge::MergeArgs),
+}
+
 /// `YYYYMMDD-HHMMSS` in UTC.
 fn timestamp() -> String {
     let secs = SystemTime::now()
@@ -159,58 +184,135 @@ fn timestamp() -> String {
     )
 }
 
+/// The synthetic set `args` asks for (checked, not generated).
+fn synthetic_spec(args: &BenchArgs) -> Result<SyntheticSpec, AnyError> {
+    if args.data.is_some() {
+        return Err(
+            "--data is not used with the synthetic dataset (it is generated; see --synth-*)".into(),
+        );
+    }
+    let regime = match args.synth_regime.to_ascii_lowercase().as_str() {
+        "conversational" => Regime::Conversational,
+        "agentic" => Regime::Agentic,
+        other => {
+            return Err(
+                format!("--synth-regime {other:?}: expected conversational or agentic").into(),
+            )
+        }
+    };
+    let spec = SyntheticSpec {
+        conversations: args.synth_conversations,
+        units: args.synth_units,
+        questions: args.synth_questions,
+        session_size: args.synth_session,
+        paraphrase_share: args.synth_paraphrase,
+        noise_per_fact: args.synth_noise,
+        regime,
+        seed: args.seed,
+        ..SyntheticSpec::DEFAULT_RUN
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// The dataset's file (checked to be given, not to exist).
+fn data_path(args: &BenchArgs, kind: DatasetKind) -> Result<&Path, AnyError> {
+    Ok(args
+        .data
+        .as_deref()
+        .ok_or_else(|| format!("--data PATH is required for --dataset {}", kind.name()))?)
+}
+
 fn load_dataset(args: &BenchArgs) -> Result<Dataset, AnyError> {
     let kind = DatasetKind::parse(&args.dataset)?;
     if kind == DatasetKind::Synthetic {
-        if args.data.is_some() {
-            return Err(
-                "--data is not used with the synthetic dataset (it is generated; see --synth-*)"
-                    .into(),
-            );
-        }
-        let regime = match args.synth_regime.to_ascii_lowercase().as_str() {
-            "conversational" => Regime::Conversational,
-            "agentic" => Regime::Agentic,
-            other => {
-                return Err(
-                    format!("--synth-regime {other:?}: expected conversational or agentic").into(),
-                )
-            }
-        };
-        let spec = SyntheticSpec {
-            conversations: args.synth_conversations,
-            units: args.synth_units,
-            questions: args.synth_questions,
-            session_size: args.synth_session,
-            paraphrase_share: args.synth_paraphrase,
-            noise_per_fact: args.synth_noise,
-            regime,
-            seed: args.seed,
-            ..SyntheticSpec::DEFAULT_RUN
-        };
-        return Ok(spec.dataset()?);
+        return Ok(synthetic_spec(args)?.dataset()?);
     }
-    let path = args
-        .data
-        .as_ref()
-        .ok_or_else(|| format!("--data PATH is required for --dataset {}", kind.name()))?;
+    let path = data_path(args, kind)?;
     if !path.exists() {
         return Err(format!("data file {} not found", path.display()).into());
     }
     Ok(Dataset::load(kind, path)?)
 }
 
-/// Runs `submem bench`.
-pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<ExitCode, AnyError> {
-    let factory = Arc::new(Registry::default());
+/// `--reader-sample`: `None` when not given, `Some(None)` for `all`.
+fn parse_reader_sample(arg: Option<&str>) -> Result<Option<Option<usize>>, AnyError> {
+    match arg {
+        None => Ok(None),
+        Some("all") => Ok(Some(None)),
+        Some(n) => Ok(Some(Some(n.parse::<usize>().map_err(|e| {
+            format!("--reader-sample {n:?}: {e} (a number or `all`)")
+        })?))),
+    }
+}
+
+/// The substrates `args` runs, the packing baselines added, each checked
+/// against the registry.
+fn checked_specs(args: &BenchArgs, factory: &Registry) -> Result<Vec<SubstrateSpec>, AnyError> {
     let specs = SubstrateSpec::parse_list(&args.substrates)?;
     let specs = if args.no_baselines {
         specs
     } else {
-        submem_bench::baselines::with_packing_baselines(&specs, &factory)
+        submem_bench::baselines::with_packing_baselines(&specs, factory)
     };
     for s in &specs {
         factory.check(s)?;
+    }
+    Ok(specs)
+}
+
+/// What a run is given, from `args`.
+fn run_options(args: &BenchArgs, out: PathBuf, reader_sample: Option<usize>) -> RunOptions {
+    RunOptions {
+        budgets: args.budget.clone(),
+        ks: args.k.clone(),
+        limit: args.limit,
+        conversations: args.conversations,
+        train_episodes: args.train_episodes,
+        reader_sample,
+        jobs: args.jobs,
+        out,
+        reader: ReaderSettings {
+            max_answer_tokens: args.answer_tokens,
+        },
+        trace: args.trace,
+        keep_memories: !args.no_keep_memories,
+        shard: args.shard,
+        ..RunOptions::default()
+    }
+}
+
+/// `--check`: everything about `args` that can be checked without the
+/// dataset's file or a model.
+fn check_only(args: &BenchArgs, specs: &[SubstrateSpec]) -> Result<ExitCode, AnyError> {
+    let kind = DatasetKind::parse(&args.dataset)?;
+    if kind == DatasetKind::Synthetic {
+        synthetic_spec(args)?;
+    } else {
+        data_path(args, kind)?;
+    }
+    parse_reader_sample(args.reader_sample.as_deref())?;
+    run_options(args, PathBuf::new(), None).validate()?;
+    let names: Vec<String> = specs.iter().map(ToString::to_string).collect();
+    println!(
+        "submem bench: arguments ok: {} substrates ({}), budgets {:?}, k {:?}{}",
+        specs.len(),
+        names.join(", "),
+        args.budget,
+        args.k,
+        args.shard
+            .map(|s| format!(", shard {s}"))
+            .unwrap_or_default()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `submem bench`.
+pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<ExitCode, AnyError> {
+    let factory = Arc::new(Registry::default());
+    let specs = checked_specs(&args, &factory)?;
+    if args.check {
+        return check_only(&args, &specs);
     }
     let dataset = load_dataset(&args)?;
     let synthetic_default_writer = args.memory_llm.is_none()
@@ -239,12 +341,8 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         None if dataset.kind == DatasetKind::Synthetic => LlmKind::None,
         None => reader_kind,
     };
-    let reader_sample = match args.reader_sample.as_deref() {
-        Some("all") => None,
-        Some(n) => Some(
-            n.parse::<usize>()
-                .map_err(|e| format!("--reader-sample {n:?}: {e} (a number or `all`)"))?,
-        ),
+    let reader_sample = match parse_reader_sample(args.reader_sample.as_deref())? {
+        Some(given) => given,
         None if reader_kind == LlmKind::Local => Some(LOCAL_READER_SAMPLE),
         None => None,
     };
@@ -262,10 +360,13 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         judge: judge.clone(),
     });
 
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out").join(timestamp()));
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = match args.shard {
+            Some(s) => format!("{}-shard-{}-of-{}", timestamp(), s.index(), s.count()),
+            None => timestamp(),
+        };
+        PathBuf::from("bench-out").join(name)
+    });
     let abort_after = match std::env::var("SUBMEM_BENCH_ABORT_AFTER") {
         Ok(v) => Some(
             v.parse::<usize>()
@@ -274,45 +375,12 @@ pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<Exi
         Err(_) => None,
     };
     let opts = RunOptions {
-        budgets: args.budget.clone(),
-        ks: args.k.clone(),
-        limit: args.limit,
-        conversations: args.conversations,
-        train_episodes: args.train_episodes,
-        reader_sample,
-        jobs: args.jobs,
-        out: out.clone(),
         progress: !quiet,
         abort_after,
-        reader: ReaderSettings {
-            max_answer_tokens: args.answer_tokens,
-        },
-        trace: args.trace,
-        keep_memories: !args.no_keep_memories,
+        ..run_options(&args, out.clone(), reader_sample)
     };
     opts.validate()?;
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let run_info = serde_json::json!({
-        "dataset": dataset.name,
-        "data": args.data,
-        "substrates": specs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "budgets": args.budget,
-        "k": args.k,
-        "reader": reader.as_ref().map(|r| r.name().to_string()),
-        "judge": judge.as_ref().map(|r| r.name().to_string()),
-        "memory_llm": models.services.llm.as_ref().map(|r| r.name().to_string()),
-        "reader_sample": reader_sample,
-        "limit": args.limit,
-        "conversations": args.conversations,
-        "train_episodes": args.train_episodes,
-        "seed": args.seed,
-    });
-    let run_info = resumable_run_info(&out, run_info)?;
-    std::fs::write(
-        out.join("run.json"),
-        serde_json::to_string_pretty(&run_info)?,
-    )?;
-
     let w = &dataset.warnings;
     let mut notes = vec![format!(
         "dataset {}: {} conversations, {} questions{}",
@@ -364,137 +432,80 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         None => "memory LLM: none (rule writers)".into(),
     });
 
+    let synthetic = match dataset.kind {
+        DatasetKind::Synthetic => Some(synthetic_spec(&args)?),
+        _ => None,
+    };
+    let run_info = serde_json::json!({
+        "dataset": dataset.name,
+        "data": args.data,
+        "substrates": specs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "budgets": args.budget,
+        "k": args.k,
+        "reader": reader.as_ref().map(|r| r.name().to_string()),
+        "judge": judge.as_ref().map(|r| r.name().to_string()),
+        "memory_llm": models.services.llm.as_ref().map(|r| r.name().to_string()),
+        "reader_sample": reader_sample,
+        "limit": args.limit,
+        "conversations": args.conversations,
+        "train_episodes": args.train_episodes,
+        "seed": args.seed,
+        // Not checked on resume (older directories lack them), but a merge
+        // of shards refuses shards that differ in them.
+        "synthetic": synthetic,
+        "answer_tokens": args.answer_tokens,
+        "trace": args.trace,
+        (run_info::SHARD): args.shard.map(|s| s.to_string()),
+        (run_info::NOTES): notes,
+    });
+    let run_info = resumable_run_info(&out, run_info)?;
+    run_info::write(&out, &run_info)?;
+
     let outcome = run_bench(Arc::new(dataset), specs, factory, models, opts).await?;
-    for s in &outcome.skipped {
-        notes.push(format!("skipped {s}"));
-    }
-    for f in &outcome.failures {
-        notes.push(format!("FAILED {f}"));
-    }
+    notes.extend(outcome.task_notes());
     if outcome.resumed > 0 {
         notes.push(format!(
             "resumed: {} items were already done, {} added",
             outcome.resumed, outcome.new_items
         ));
     }
-    let summary = summary::summarize(&outcome.items, &outcome.writes);
-    let md = report::write_all(&out, &summary, &notes)?;
+    let md = results::write_results(&out, &outcome.items, &outcome.writes, &notes)?;
+    Ok(finish(
+        &out,
+        &md,
+        &outcome.failures,
+        outcome.items.is_empty(),
+    ))
+}
+
+/// Prints the report and where the results are, and the failures; the exit
+/// code of a run (or a merge) that wrote them.
+pub(crate) fn finish(out: &Path, md: &str, failures: &[String], no_items: bool) -> ExitCode {
     println!("{md}");
     println!(
         "results: {}/items.jsonl, summary.json, report.md, scatter.svg",
         out.display()
     );
-    if !outcome.failures.is_empty() {
+    if !failures.is_empty() {
         eprintln!(
             "error: {} substrate × conversation task(s) failed:",
-            outcome.failures.len()
+            failures.len()
         );
-        for f in &outcome.failures {
+        for f in failures {
             eprintln!("  {f}");
         }
-        return Ok(ExitCode::from(1));
+        return ExitCode::from(1);
     }
-    if outcome.items.is_empty() {
+    if no_items {
         eprintln!("error: no substrate produced results");
-        return Ok(ExitCode::from(1));
+        return ExitCode::from(1);
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Settings that change what an item's result means: a run directory holds
-/// results for one value of each, so a resume with another is refused.
-const RUN_IDENTITY: [&str; 7] = [
-    "dataset",
-    "data",
-    "reader",
-    "judge",
-    "memory_llm",
-    "seed",
-    "train_episodes",
-];
-
-/// Lists that a resume may extend (more substrates, budgets or k values).
-const RUN_EXTENSIBLE: [&str; 3] = ["substrates", "budgets", "k"];
-
-/// Checks `info` against the run already in `out` (if it holds items) and
-/// returns what `run.json` should say: refuses a resume whose results would
-/// mean something else (another memory LLM, reader, dataset...), since the
-/// old items would be kept and mixed with the new ones under the same keys;
-/// extends the substrate, budget and k lists otherwise.
-fn resumable_run_info(
-    out: &std::path::Path,
-    mut info: serde_json::Value,
-) -> Result<serde_json::Value, AnyError> {
-    let has_items = std::fs::metadata(out.join("items.jsonl")).is_ok_and(|m| m.len() > 0);
-    let path = out.join("run.json");
-    let old: serde_json::Value = match std::fs::read_to_string(&path) {
-        Ok(text) if has_items => serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{} is not a run description ({e}); use a new --out",
-                path.display()
-            )
-        })?,
-        _ => return Ok(info),
-    };
-    for key in RUN_IDENTITY {
-        let (was, now) = (&old[key], &info[key]);
-        if was != now {
-            return Err(format!(
-                "{} holds a run with {key} = {was}, this one has {now}: its results would be mixed with \
-the old ones; use a new --out (or the same {key})",
-                out.display()
-            )
-            .into());
-        }
-    }
-    for key in RUN_EXTENSIBLE {
-        let mut merged: Vec<serde_json::Value> = old[key].as_array().cloned().unwrap_or_default();
-        for v in info[key].as_array().cloned().unwrap_or_default() {
-            if !merged.contains(&v) {
-                merged.push(v);
-            }
-        }
-        info[key] = serde_json::Value::Array(merged);
-    }
-    Ok(info)
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn info(memory_llm: Option<&str>, substrates: &[&str]) -> serde_json::Value {
-        serde_json::json!({
-            "dataset": "locomo", "data": "conv.json", "reader": null, "judge": null,
-            "memory_llm": memory_llm, "seed": 42, "train_episodes": null,
-            "substrates": substrates, "budgets": [4096], "k": [10], "limit": 20,
-        })
-    }
-
-    #[test]
-    fn a_resume_may_extend_a_run_but_not_change_what_its_items_mean() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = info(Some("local SmolLM2 (memory)"), &["m3"]);
-        // No items yet: anything goes, and nothing is merged.
-        let written = resumable_run_info(dir.path(), first.clone()).unwrap();
-        assert_eq!(written, first);
-        std::fs::write(dir.path().join("run.json"), written.to_string()).unwrap();
-        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
-
-        let more = resumable_run_info(
-            dir.path(),
-            info(Some("local SmolLM2 (memory)"), &["m4", "m3"]),
-        );
-        assert_eq!(more.unwrap()["substrates"], serde_json::json!(["m3", "m4"]));
-
-        let err = resumable_run_info(dir.path(), info(None, &["m3"]))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("memory_llm") && err.contains("new --out"),
-            "{err}"
-        );
-    }
 
     #[test]
     fn timestamp_shape() {

@@ -5,6 +5,8 @@
 //! submem bench                                   # synthetic set, embedded models, prints the table
 //! submem bench --dataset locomo --data locomo10.json --substrates m1,m2,m10,flexa \
 //!              --budget 2048,4096 --k 5,10 --reader none --out runs/locomo
+//! submem bench --shard 2/8 --out runs/sweep/shard-2 …   # one of 8 shards of a sweep
+//! submem bench merge runs/sweep/shard-* --out runs/sweep/merged
 //! submem substrates [--json] [NAME]             # every substrate with its settings
 //! submem models fetch | check
 //! submem compare --out runs/locomo m2 flexa
@@ -18,8 +20,10 @@
 //! Errors print as a readable chain on stderr with a non-zero exit code.
 
 mod bench_cmd;
+mod bench_merge;
 mod route_cmd;
 mod route_eval;
+mod run_info;
 mod serve_cmd;
 mod substrates_cmd;
 
@@ -54,6 +58,16 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run substrates on a dataset and report performance and efficiency metrics.
+    ///
+    /// Results go to --out: items.jsonl (appended as each item finishes, so a killed run
+    /// resumes), writes.jsonl, summary.json, report.md, scatter.svg and run.json.
+    ///
+    /// Sharded sweeps: `--shard I/N` runs every Nth substrate × conversation task (round-robin,
+    /// shard I from 1 to N) into its own --out, with everything decided over the whole run (the
+    /// reader's question sample, seeds, order) as in one run. Run the N shards as N jobs with
+    /// the same other arguments, then `submem bench merge DIR… --out DIR` writes the items,
+    /// summary and report the unsharded run writes. deploy/ holds a Slurm job array and a
+    /// Kubernetes Indexed Job that do this.
     Bench(Box<bench_cmd::BenchArgs>),
     /// List every substrate `--substrates` accepts, with aliases, family, paper and settings.
     Substrates {
@@ -149,6 +163,20 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
     if let Command::Substrates { json, name } = &cli.command {
         return substrates_cmd::run(*json, name.as_deref());
     }
+    // A merge reads finished runs: no configuration, no model.
+    let cli = match cli.command {
+        Command::Bench(args) => match *args {
+            bench_cmd::BenchArgs {
+                action: Some(bench_cmd::BenchAction::Merge(merge)),
+                ..
+            } => return bench_merge::run(merge),
+            args => Cli {
+                command: Command::Bench(Box::new(args)),
+                ..cli
+            },
+        },
+        command => Cli { command, ..cli },
+    };
     // The server's configuration file also holds a `[server]` table.
     let cli = match cli.command {
         Command::Serve(args) => return serve_cmd::serve(args, cli.config.as_deref()).await,

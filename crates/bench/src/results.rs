@@ -1,0 +1,51 @@
+//! What a run writes beside its logs once its tasks are over: `summary.json`,
+//! `report.md` and `scatter.svg`, computed from its items and write records,
+//! under notes that say what happened to its tasks. `submem bench` calls it
+//! after a run and `submem bench merge` after merging shards, so that a merge
+//! writes the very files the unsharded run would have.
+
+use std::path::Path;
+
+use crate::items::{ItemRecord, WriteRecord};
+use crate::{report, summary, Result};
+
+/// The report's notes on a run's tasks, in the run's order: each skipped
+/// substrate with its reason, then each failed task with its error.
+pub fn task_notes(skipped: &[String], failures: &[String]) -> Vec<String> {
+    skipped
+        .iter()
+        .map(|s| format!("skipped {s}"))
+        .chain(failures.iter().map(|f| format!("FAILED {f}")))
+        .collect()
+}
+
+/// Summarises `items` with the costs in `writes` and writes `summary.json`,
+/// `report.md` (headed by `notes`) and `scatter.svg` into `dir`; returns the
+/// report's markdown.
+pub fn write_results(
+    dir: &Path,
+    items: &[ItemRecord],
+    writes: &[WriteRecord],
+    notes: &[String],
+) -> Result<String> {
+    let summary = summary::summarize(items, writes);
+    report::write_all(dir, &summary, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_come_before_failures() {
+        let notes = task_notes(
+            &["m3: needs a memory LLM".into()],
+            &["m2 on c1: boom".into()],
+        );
+        assert_eq!(
+            notes,
+            vec!["skipped m3: needs a memory LLM", "FAILED m2 on c1: boom"]
+        );
+        assert!(task_notes(&[], &[]).is_empty());
+    }
+}

@@ -1,0 +1,201 @@
+//! `run.json`: the settings a `submem bench` output directory was run with,
+//! and the notes that head its report. A resume compares them with its own (a
+//! directory holds results for one value of each setting that changes what an
+//! item means); `submem bench merge` checks that every shard was run with the
+//! same ones and writes them, less the shard, for the merged run.
+
+use serde_json::Value;
+use std::path::Path;
+
+use crate::AnyError;
+
+/// The file, in an output directory.
+pub const RUN_INFO: &str = "run.json";
+
+/// Settings that change what an item's result means: a run directory holds
+/// results for one value of each, so a resume with another is refused. The
+/// shard is one: a shard's directory holds only its share of the tasks.
+const RUN_IDENTITY: [&str; 8] = [
+    "dataset",
+    "data",
+    "reader",
+    "judge",
+    "memory_llm",
+    "seed",
+    "train_episodes",
+    "shard",
+];
+
+/// Lists that a resume may extend (more substrates, budgets or k values).
+const RUN_EXTENSIBLE: [&str; 3] = ["substrates", "budgets", "k"];
+
+/// The key that says which shard a directory holds (`"I/N"`, or null).
+pub const SHARD: &str = "shard";
+
+/// The key that heads a report: the notes fixed before the run starts.
+pub const NOTES: &str = "notes";
+
+/// Reads the run description of `dir`.
+pub fn read(dir: &Path) -> Result<Value, AnyError> {
+    let path = dir.join(RUN_INFO);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "cannot read {}: {e} (is {} a `submem bench` output directory?)",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    Ok(serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a run description: {e}", path.display()))?)
+}
+
+/// Writes `info` as the run description of `dir`.
+pub fn write(dir: &Path, info: &Value) -> Result<(), AnyError> {
+    let path = dir.join(RUN_INFO);
+    std::fs::write(&path, serde_json::to_string_pretty(info)?)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// The notes of `info` (none when it has no `notes` list).
+pub fn notes(info: &Value) -> Vec<String> {
+    info[NOTES]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The first setting (in key order) in which `a` and `b` differ, the shard
+/// aside, with both values.
+pub fn difference_apart_from_shard(a: &Value, b: &Value) -> Option<(String, Value, Value)> {
+    let keys: std::collections::BTreeSet<&String> = a
+        .as_object()
+        .into_iter()
+        .chain(b.as_object())
+        .flat_map(|o| o.keys())
+        .collect();
+    keys.into_iter()
+        .filter(|k| k.as_str() != SHARD)
+        .find(|k| a[k.as_str()] != b[k.as_str()])
+        .map(|k| (k.clone(), a[k.as_str()].clone(), b[k.as_str()].clone()))
+}
+
+/// Checks `info` against the run already in `out` (if it holds items) and
+/// returns what `run.json` should say: refuses a resume whose results would
+/// mean something else (another memory LLM, reader, dataset, shard...), since
+/// the old items would be kept and mixed with the new ones under the same
+/// keys; extends the substrate, budget and k lists otherwise.
+pub fn resumable_run_info(out: &Path, mut info: Value) -> Result<Value, AnyError> {
+    let has_items = std::fs::metadata(out.join("items.jsonl")).is_ok_and(|m| m.len() > 0);
+    let path = out.join(RUN_INFO);
+    let old: Value = match std::fs::read_to_string(&path) {
+        Ok(text) if has_items => serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{} is not a run description ({e}); use a new --out",
+                path.display()
+            )
+        })?,
+        _ => return Ok(info),
+    };
+    for key in RUN_IDENTITY {
+        let (was, now) = (&old[key], &info[key]);
+        if was != now {
+            return Err(format!(
+                "{} holds a run with {key} = {was}, this one has {now}: its results would be mixed with \
+the old ones; use a new --out (or the same {key})",
+                out.display()
+            )
+            .into());
+        }
+    }
+    for key in RUN_EXTENSIBLE {
+        let mut merged: Vec<Value> = old[key].as_array().cloned().unwrap_or_default();
+        for v in info[key].as_array().cloned().unwrap_or_default() {
+            if !merged.contains(&v) {
+                merged.push(v);
+            }
+        }
+        info[key] = Value::Array(merged);
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(memory_llm: Option<&str>, substrates: &[&str]) -> Value {
+        serde_json::json!({
+            "dataset": "locomo", "data": "conv.json", "reader": null, "judge": null,
+            "memory_llm": memory_llm, "seed": 42, "train_episodes": null,
+            "substrates": substrates, "budgets": [4096], "k": [10], "limit": 20,
+        })
+    }
+
+    #[test]
+    fn a_resume_may_extend_a_run_but_not_change_what_its_items_mean() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = info(Some("local SmolLM2 (memory)"), &["m3"]);
+        // No items yet: anything goes, and nothing is merged.
+        let written = resumable_run_info(dir.path(), first.clone()).unwrap();
+        assert_eq!(written, first);
+        std::fs::write(dir.path().join("run.json"), written.to_string()).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+
+        let more = resumable_run_info(
+            dir.path(),
+            info(Some("local SmolLM2 (memory)"), &["m4", "m3"]),
+        );
+        assert_eq!(more.unwrap()["substrates"], serde_json::json!(["m3", "m4"]));
+
+        let err = resumable_run_info(dir.path(), info(None, &["m3"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("memory_llm") && err.contains("new --out"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_shard_resumes_only_as_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = info(None, &["m2"]);
+        first[SHARD] = "1/3".into();
+        write(dir.path(), &first).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+        assert!(resumable_run_info(dir.path(), first.clone()).is_ok());
+        let mut other = first.clone();
+        other[SHARD] = "2/3".into();
+        let err = resumable_run_info(dir.path(), other)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("shard = \"1/3\""), "{err}");
+        // An unsharded run (no shard key at all) into a shard's directory too.
+        let err = resumable_run_info(dir.path(), info(None, &["m2"]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("shard"), "{err}");
+    }
+
+    #[test]
+    fn shards_of_one_run_differ_only_in_the_shard() {
+        let mut a = info(None, &["m2"]);
+        a[SHARD] = "1/2".into();
+        let mut b = a.clone();
+        b[SHARD] = "2/2".into();
+        assert_eq!(difference_apart_from_shard(&a, &b), None);
+        b["seed"] = 7.into();
+        let (key, was, now) = difference_apart_from_shard(&a, &b).unwrap();
+        assert_eq!((key.as_str(), was, now), ("seed", 42.into(), 7.into()));
+        b["seed"] = 42.into();
+        b["extra"] = true.into();
+        assert_eq!(difference_apart_from_shard(&a, &b).unwrap().0, "extra");
+        a[NOTES] = serde_json::json!(["dataset x", 3]);
+        assert_eq!(notes(&a), vec!["dataset x".to_string()]);
+    }
+}
