@@ -104,9 +104,10 @@ pub struct BenchArgs {
     /// default, so a resumed or extended run restores it instead of writing again).
     #[arg(long)]
     pub no_keep_memories: bool,
-    /// Do not add the packing baselines (m2-fill, m1-fill, hybrid-fill) that a
-    /// run with any other substrate gets, so its report shows whether a design
-    /// beats packing ranked turns into the same budget.
+    /// Do not add the packing baselines (m2-fill, m1-fill, hybrid-fill and
+    /// the piece retrievals m2-pieces, m1-pieces, hybrid-pieces) that a run
+    /// with any other substrate gets, so its report shows whether a design
+    /// beats packing ranked turns or pieces into the same budget.
     #[arg(long)]
     pub no_baselines: bool,
     /// Output directory (resumes if it holds an earlier run). Default: ./bench-out/<UTC time>

@@ -9,7 +9,9 @@
 //! the articles a/an/the removed, white space collapsed) and matched on word
 //! boundaries. A list answer (`"pottery, camping, painting"`) counts only when
 //! every element appears; a comma inside a date (`"May 7, 2023"`) does not
-//! split it.
+//! split it. An answer that offers an alternative in brackets, as
+//! LongMemEval's do (`"25 minutes and 50 seconds (or 25:50)"`), counts when
+//! either form appears.
 //!
 //! The figure is an upper bound on what a perfect reader could answer from the
 //! memory, and it misses answers the reader must derive (relative dates,
@@ -78,9 +80,29 @@ fn ends_with_day_or_month(s: &str) -> bool {
         || MONTHS.contains(&lower.as_str())
 }
 
-/// Whether every element of `gold` appears in `memory` (both normalised, on
-/// word boundaries): `Some(1.0)` or `Some(0.0)`; `None` when the gold answer
-/// has no words to look for.
+/// The forms a gold answer accepts: `"X (or Y)"` accepts X and Y; any other
+/// answer is its own only form.
+pub fn answer_alternatives(gold: &str) -> Vec<&str> {
+    let trimmed = gold.trim();
+    if let Some(open) = trimmed.rfind("(or ") {
+        if let Some(inner) = trimmed[open..]
+            .strip_prefix("(or ")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            let head = trimmed[..open].trim();
+            return [head, inner.trim()]
+                .into_iter()
+                .filter(|f| !f.is_empty())
+                .collect();
+        }
+    }
+    vec![trimmed]
+}
+
+/// Whether every element of `gold` (of one of its
+/// [`answer_alternatives`]) appears in `memory` (both normalised, on word
+/// boundaries): `Some(1.0)` or `Some(0.0)`; `None` when the gold answer has
+/// no words to look for.
 ///
 /// ```
 /// use submem_bench::metrics::answer_recall;
@@ -90,15 +112,21 @@ fn ends_with_day_or_month(s: &str) -> bool {
 /// assert_eq!(answer_recall(memory, "..."), None);
 /// ```
 pub fn answer_recall(memory: &str, gold: &str) -> Option<f64> {
-    let elements = answer_elements(gold);
-    if elements.is_empty() {
+    let forms: Vec<Vec<String>> = answer_alternatives(gold)
+        .into_iter()
+        .map(answer_elements)
+        .filter(|elements| !elements.is_empty())
+        .collect();
+    if forms.is_empty() {
         return None;
     }
     let haystack = format!(" {} ", normalize_answer(memory));
-    let all = elements
-        .iter()
-        .all(|e| haystack.contains(&format!(" {e} ")));
-    Some(f64::from(u8::from(all)))
+    let found = forms.iter().any(|elements| {
+        elements
+            .iter()
+            .all(|e| haystack.contains(&format!(" {e} ")))
+    });
+    Some(f64::from(u8::from(found)))
 }
 
 #[cfg(test)]
@@ -125,6 +153,23 @@ mod tests {
         );
         // A bare year in a list of years stays an element of its own.
         assert_eq!(answer_elements("2021, 2022"), vec!["2021", "2022"]);
+    }
+
+    #[test]
+    fn a_bracketed_alternative_is_accepted_too() {
+        let gold = "25 minutes and 50 seconds (or 25:50)";
+        assert_eq!(
+            answer_alternatives(gold),
+            vec!["25 minutes and 50 seconds", "25:50"]
+        );
+        assert_eq!(answer_recall("my best was 25:50!", gold), Some(1.0));
+        assert_eq!(
+            answer_recall("It took 25 minutes and 50 seconds.", gold),
+            Some(1.0)
+        );
+        assert_eq!(answer_recall("about 26 minutes", gold), Some(0.0));
+        // Brackets that offer no alternative are part of the answer.
+        assert_eq!(answer_alternatives("Paris (France)"), vec!["Paris (France)"]);
     }
 
     #[test]
