@@ -72,7 +72,7 @@ pub struct ItemRecord {
     /// Whether the rendered memory holds the normalised gold answer (every
     /// element of a list answer): 1 or 0; `None` without a gold answer to
     /// look for (abstention, adversarial) or when the substrate shows no
-    /// history (see [`crate::metrics::answer_recall`]).
+    /// history (see [`answer_recall`](mod@crate::metrics::answer_recall)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_recall: Option<f64>,
     /// Shown events by resolution.

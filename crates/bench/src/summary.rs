@@ -32,7 +32,7 @@
 //!   `evidence_partial`: shown at least in part (whole included);
 //!   `answer_recall`: share of questions with a gold answer whose normalised
 //!   answer (every element of a list) appears in the rendered memory
-//!   ([`crate::metrics::answer_recall`]).
+//!   ([`answer_recall`](mod@crate::metrics::answer_recall)).
 //! - P6 of a recall that names more events through LLM-written records than
 //!   its k (a timeline, a gist index) counts the events shown verbatim: it
 //!   lists its memory rather than ranking it.

@@ -1,5 +1,5 @@
 //! Metric functions: answer metrics ([`text`]), retrieval metrics
-//! ([`retrieval`]), answer recall in the memory ([`answer_recall`]) and paired statistics ([`stats`]). Aggregation into
+//! ([`retrieval`]), answer recall in the memory ([`answer_recall`](mod@answer_recall)) and paired statistics ([`stats`]). Aggregation into
 //! per-run summaries lives in [`crate::summary`].
 
 pub mod answer_recall;

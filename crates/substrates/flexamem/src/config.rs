@@ -32,14 +32,29 @@ pub enum Ranking {
     /// Cosine between the piece's and the query's embeddings.
     Dense,
     /// Reciprocal rank fusion (k = 60) of the BM25 and dense rankings. The
-    /// default for unit recovery's excerpts. For piece recovery see
-    /// [`FlexaConfig::piece_ranking`]: once pieces of one turn are shown as
-    /// one run (`join_pieces`), dense ranking shows clearly more whole
-    /// evidence turns than hybrid on LoCoMo conv-26 (rule writer, 199
-    /// questions, 2k / 4k / 8k): hybrid 0.311 / 0.398 / 0.625, dense
-    /// 0.347 / 0.514 / 0.749 at ρ = 0.5.
+    /// default of both recovery modes; see [`FlexaConfig::piece_ranking`]
+    /// for piece recovery's measurements.
     #[default]
     Hybrid,
+}
+
+/// κ of agent steps and of conversation turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PieceSizes {
+    /// κ of an agent step.
+    pub step: usize,
+    /// κ of a conversation turn.
+    pub turn: usize,
+}
+
+impl PieceSizes {
+    /// κ of `event`.
+    pub fn of(&self, event: &submem_core::Event) -> usize {
+        match event {
+            submem_core::Event::Turn(_) => self.turn,
+            submem_core::Event::Step(_) => self.step,
+        }
+    }
 }
 
 /// FlexA-Mem settings. Build with [`FlexaConfig::default`] and the `with_*`
@@ -47,8 +62,14 @@ pub enum Ranking {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct FlexaConfig {
-    /// κ: most tokens of one piece (its label not counted).
+    /// κ: most tokens of one piece of an agent step (its label not counted).
     pub piece_tokens: usize,
+    /// κ of a conversation turn. Default 128, not 64: a turn is then one
+    /// piece unless it is long, so piece recovery ranks whole turns where
+    /// they are short (LoCoMo) and still cuts long ones (LongMemEval's
+    /// assistant turns). Agent steps keep [`FlexaConfig::piece_tokens`]:
+    /// unit recovery's excerpts are cut from them. See the crate docs.
+    pub turn_piece_tokens: usize,
     /// E: most tokens of the pieces of one excerpt.
     pub excerpt_tokens: usize,
     /// k: number of seed units in unit recovery.
@@ -58,13 +79,14 @@ pub struct FlexaConfig {
     /// ρ: share of the allowance given to the timeline in unit recovery
     /// (agents). Default 0.5.
     pub rho: f32,
-    /// ρ of piece recovery (questions over a history). Default 0.15, not the
-    /// paper's 0.5: on LoCoMo conv-26 (rule writer, dense pieces) the
-    /// timeline's records crowded out the verbatim pieces that hold the
-    /// evidence. See the crate docs for the sweep.
+    /// ρ of piece recovery (questions over a history). Default 0.05, not the
+    /// paper's 0.5: on LoCoMo conv-26 (rule writer) the timeline's records
+    /// crowded out the verbatim pieces that hold the evidence. See the crate
+    /// docs for the sweeps.
     pub piece_rho: f32,
-    /// How pieces are ranked in piece recovery. Default dense (see
-    /// [`Ranking::Hybrid`] for the measurement); the paper ranks by BM25.
+    /// How pieces are ranked in piece recovery. Default hybrid (dense until
+    /// turns became one piece each: see the crate docs); the paper ranks by
+    /// BM25.
     pub piece_ranking: Ranking,
     /// Recovery mode.
     pub mode: RecoveryMode,
@@ -112,12 +134,13 @@ impl Default for FlexaConfig {
     fn default() -> Self {
         FlexaConfig {
             piece_tokens: 64,
+            turn_piece_tokens: 128,
             excerpt_tokens: 160,
             seeds: 5,
             lambda: 0.8,
             rho: 0.5,
-            piece_rho: 0.15,
-            piece_ranking: Ranking::Dense,
+            piece_rho: 0.05,
+            piece_ranking: Ranking::Hybrid,
             mode: RecoveryMode::Auto,
             ranking: Ranking::Hybrid,
             agent_unit_tokens: 1000,
@@ -150,22 +173,25 @@ macro_rules! setter {
 
 impl FlexaConfig {
     /// The paper's method as written in `docs/METHODS.md`: the timeline's
-    /// share ρ = 0.5 and BM25 piece ranking in piece recovery too, and each
-    /// piece on its own line with its label. Kept as a named option
+    /// share ρ = 0.5 and BM25 piece ranking in piece recovery too, one κ for
+    /// turns and steps, and each piece on its own line with its label. Kept as a named option
     /// (`flexa-paper` in `submem bench`); [`FlexaConfig::default`] is the
     /// variant that showed the most whole evidence turns.
     pub fn paper() -> Self {
         FlexaConfig {
             piece_rho: 0.5,
             piece_ranking: Ranking::Bm25,
+            turn_piece_tokens: 64,
             join_pieces: false,
             ..FlexaConfig::default()
         }
     }
 
     setter! {
-        /// Sets κ.
+        /// Sets κ of agent steps.
         with_piece_tokens: piece_tokens: usize,
+        /// Sets κ of conversation turns.
+        with_turn_piece_tokens: turn_piece_tokens: usize,
         /// Sets E.
         with_excerpt_tokens: excerpt_tokens: usize,
         /// Sets k.
@@ -200,6 +226,14 @@ impl FlexaConfig {
         with_stop_words: stop_words: StopWords,
     }
 
+    /// κ of each kind of event.
+    pub fn piece_sizes(&self) -> PieceSizes {
+        PieceSizes {
+            step: self.piece_tokens,
+            turn: self.turn_piece_tokens,
+        }
+    }
+
     /// Whether a ranking in use needs piece vectors (dense or hybrid), so
     /// writes embed every piece.
     pub fn ranks_by_vectors(&self) -> bool {
@@ -209,8 +243,8 @@ impl FlexaConfig {
     /// Rejects settings the algorithm cannot run with.
     pub fn validate(&self) -> Result<(), FlexaError> {
         let bad = |what: &str| Err(FlexaError::Config(what.to_string()));
-        if self.piece_tokens == 0 {
-            return bad("piece_tokens (κ) must be at least 1");
+        if self.piece_tokens == 0 || self.turn_piece_tokens == 0 {
+            return bad("piece_tokens and turn_piece_tokens (κ) must be at least 1");
         }
         if self.seeds == 0 {
             return bad("seeds (k) must be at least 1");
@@ -263,6 +297,11 @@ mod tests {
             (paper.piece_rho, paper.piece_ranking, paper.join_pieces),
             (0.5, Ranking::Bm25, false)
         );
+        assert_eq!(
+            (c.turn_piece_tokens, c.piece_rho, c.piece_ranking),
+            (128, 0.05, Ranking::Hybrid)
+        );
+        assert!(c.clone().with_turn_piece_tokens(0).validate().is_err());
         assert!(c.with_piece_tokens(0).validate().is_err());
     }
 

@@ -5,9 +5,11 @@
 //! `rho` and `ranking` set both recovery modes; `piece_rho` and
 //! `piece_ranking` then set piece recovery alone. Left unset, each mode keeps
 //! its own default (unit recovery ρ 0.5 and hybrid ranking; piece recovery
-//! ρ 0.15 and dense ranking, or 0.5 and BM25 for `flexa-paper`), which is why
-//! all four are optional: a plain `rho` with a default could not tell "keep
-//! piece recovery's own ρ" from "set both to 0.5".
+//! ρ 0.05 and hybrid ranking, or 0.5 and BM25 for `flexa-paper`), which is
+//! why all four are optional: a plain `rho` with a default could not tell
+//! "keep piece recovery's own ρ" from "set both to 0.5". `kappa` is κ of an
+//! agent step's pieces and `turn_kappa` κ of a conversation turn's (64 and
+//! 128; both 64 for `flexa-paper`).
 
 use std::sync::Arc;
 use submem_kit::text::StopWords;
@@ -77,8 +79,10 @@ impl From<RankingSetting> for Ranking {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlexaSettings {
-    /// κ: most tokens of one piece.
+    /// κ: most tokens of one piece of an agent step.
     pub kappa: usize,
+    /// κ of a conversation turn (piece recovery ranks these pieces).
+    pub turn_kappa: usize,
     /// E: most tokens of the pieces of one excerpt.
     pub e: usize,
     /// k: seed units in unit recovery (also written `k`).
@@ -117,6 +121,7 @@ impl FlexaSettings {
     pub fn new(base: &FlexaConfig) -> Self {
         FlexaSettings {
             kappa: base.piece_tokens,
+            turn_kappa: base.turn_piece_tokens,
             e: base.excerpt_tokens,
             seeds: base.seeds,
             lambda: base.lambda,
@@ -141,6 +146,7 @@ impl FlexaSettings {
         let mut c = base
             .clone()
             .with_piece_tokens(self.kappa)
+            .with_turn_piece_tokens(self.turn_kappa)
             .with_excerpt_tokens(self.e)
             .with_seeds(self.seeds)
             .with_lambda(self.lambda)

@@ -75,7 +75,7 @@ impl FlexaMem {
         Ok(FlexaMem {
             state: RwLock::new(State::new(
                 services.tokens.clone(),
-                config.piece_tokens,
+                config.piece_sizes(),
                 services.embedder.name().to_string(),
                 config.stop_words,
             )),
@@ -111,7 +111,7 @@ impl FlexaMem {
         let (log, payloads) = LogFile::open(&dir.join(LOG_FILE)).map_err(|e| e.during("open"))?;
         let mut state = State::new(
             services.tokens.clone(),
-            config.piece_tokens,
+            config.piece_sizes(),
             services.embedder.name().to_string(),
             config.stop_words,
         );
@@ -720,7 +720,7 @@ impl FlexaMem {
     pub(crate) fn empty_state(&self) -> State {
         State::new(
             self.services.tokens.clone(),
-            self.config.piece_tokens,
+            self.config.piece_sizes(),
             self.services.embedder.name().to_string(),
             self.config.stop_words,
         )

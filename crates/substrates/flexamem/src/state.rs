@@ -21,6 +21,7 @@ use submem_kit::text::StopWords;
 use crate::pieces::{cut_event, Piece};
 use crate::record::UnitKind;
 use crate::vectors::PieceVectors;
+use crate::PieceSizes;
 
 /// A piece's key: the event's sequence number and the piece's index in it.
 pub type PieceKey = (u64, u32);
@@ -309,7 +310,7 @@ pub struct State {
     /// Namespaces.
     pub ns: BTreeMap<Namespace, NsState>,
     counter: Arc<dyn TokenCounter>,
-    kappa: usize,
+    kappa: PieceSizes,
     /// Name of the embedder piece vectors come from.
     embedder: String,
     /// Stop words of every namespace's BM25 index.
@@ -325,7 +326,7 @@ impl State {
     /// An empty state; `embedder` names the embedder of its piece vectors.
     pub fn new(
         counter: Arc<dyn TokenCounter>,
-        kappa: usize,
+        kappa: PieceSizes,
         embedder: String,
         stop_words: StopWords,
     ) -> Self {
@@ -354,7 +355,7 @@ impl State {
             } => {
                 let text = event.render();
                 let tokens = self.counter.count(&text);
-                let pieces = cut_event(event, self.kappa, &*self.counter);
+                let pieces = cut_event(event, self.kappa.of(event), &*self.counter);
                 let piece_tokens: Vec<usize> = pieces
                     .iter()
                     .map(|p| self.counter.count(&p.shown()))

@@ -286,9 +286,13 @@ async fn write_costs_one_call_per_unit_and_one_per_merge() {
 
 #[tokio::test]
 async fn sources_are_most_relevant_first_with_resolutions() {
+    // A timeline with room for records (the default ρ of piece recovery,
+    // 0.05, leaves a 1k budget almost nothing for them).
     let m = FlexaMem::new(
         test_services(None),
-        FlexaConfig::default().with_mode(RecoveryMode::Piece),
+        FlexaConfig::default()
+            .with_mode(RecoveryMode::Piece)
+            .with_piece_rho(0.5),
     )
     .unwrap();
     let a = ns("s");
