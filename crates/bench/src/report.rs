@@ -449,7 +449,8 @@ fn write_against_packing(
             runs.iter()
                 .filter(|r| is_packing(r))
                 .filter_map(|r| Some((r.substrate.as_str(), r.number(metric)?)))
-                .max_by(|a, b| a.1.total_cmp(&b.1))
+                // Ties go to the baseline listed first (whole turns before pieces).
+                .reduce(|best, r| if r.1 > best.1 { r } else { best })
         })
         .collect();
     let Some((best_name, best_cover)) = best[0] else {

@@ -169,7 +169,10 @@ mod tests {
         );
         assert_eq!(answer_recall("about 26 minutes", gold), Some(0.0));
         // Brackets that offer no alternative are part of the answer.
-        assert_eq!(answer_alternatives("Paris (France)"), vec!["Paris (France)"]);
+        assert_eq!(
+            answer_alternatives("Paris (France)"),
+            vec!["Paris (France)"]
+        );
     }
 
     #[test]
