@@ -9,7 +9,7 @@ use crate::GistError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GistConfig {
-    /// Target page size in o200k tokens (METHODS.md: "~600 tokens"). Pages are
+    /// Target page size in o200k tokens (`docs/METHODS.md`: about 600). Pages are
     /// cut at turn/step boundaries, so a single longer event makes a longer
     /// page. Default 600.
     pub page_tokens: usize,

@@ -35,7 +35,7 @@
 //!   is removed. Forgotten text never shows, not even inside a gist.
 //!
 //! ## Deviations from ReadAgent
-//! - Pagination by token count at event boundaries (METHODS.md) instead of
+//! - Pagination by token count at event boundaries (`docs/METHODS.md`) instead of
 //!   LLM-chosen pause points: no write-time LLM calls beyond the gists.
 //! - Gists are shown with their session date (`[p3 · 8 May 2023] …`) so that
 //!   temporal questions keep an anchor; the date comes from the data, not the

@@ -13,7 +13,7 @@
 //! brings a tiny session that fits there), that page is *reopened*: its events
 //! and the new ones are paginated together and its gist is written again.
 //!
-//! ReadAgent lets the LLM choose pause points; METHODS.md fixes ~600-token
+//! ReadAgent lets the LLM choose pause points; `docs/METHODS.md` fixes ~600-token
 //! pages cut at turn boundaries instead, which costs no LLM calls and is
 //! reproducible; preferring session boundaries keeps a page's gist about one
 //! conversation.

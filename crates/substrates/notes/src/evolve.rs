@@ -7,7 +7,7 @@
 //!
 //! Deviation: A-Mem evolves while it adds the note; here writes queue the
 //! evolution and `manage()` runs it, so its calls and tokens are metered as
-//! the manage phase (METHODS.md). A-Mem's "strengthen" action (the LLM
+//! the manage phase (`docs/METHODS.md`). A-Mem's "strengthen" action (the LLM
 //! choosing extra links for the new note) is left out: links come from
 //! cosine alone.
 
