@@ -8,9 +8,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::sync::Arc;
 
+use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::metrics::{bleu1, evidence_coverage, recall_at_k, sub_em, token_f1};
-use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run, Models, RunOptions};
 use submem_core::test_utils::test_services;
 

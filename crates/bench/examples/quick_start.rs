@@ -4,9 +4,9 @@
 //!
 //! `cargo run --release -p submem-bench --example quick_start`
 
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem::flat::{SparseConfig, SparseMemory};
+use submem::registry::{Registry, SubstrateSpec};
 use submem_core::{Event, MeteredSubstrate, Namespace, Query, Substrate, Turn};
-use submem_flat::{SparseConfig, SparseMemory};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use crate::dataset::{Conversation, Dataset};
 use crate::items::{ItemKey, ItemRecord, JsonlLog, WriteRecord};
 use crate::options::{Models, RunOptions};
-use crate::registry::Registry;
+use submem::Registry;
 
 /// A training bank, built once per substrate and shared by the run's tasks:
 /// the directory it was persisted to, or why it could not be built.

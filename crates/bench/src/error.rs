@@ -31,43 +31,10 @@ pub enum BenchError {
         reason: String,
     },
 
-    /// A substrate name or setting is not known.
-    #[error("unknown substrate {name:?}; known substrates: {known}")]
-    UnknownSubstrate {
-        /// What was asked for.
-        name: String,
-        /// The names the registry knows.
-        known: String,
-    },
-
-    /// A substrate setting could not be parsed or is out of range.
-    #[error("substrate {substrate}: bad setting {setting:?}: {reason}")]
-    BadSetting {
-        /// The substrate.
-        substrate: String,
-        /// The offending `key=value`.
-        setting: String,
-        /// Why it was refused.
-        reason: String,
-    },
-
-    /// The substrate cannot work without a memory-writing LLM and the run has
-    /// none (`--memory-llm none`).
-    #[error("{substrate} needs a memory LLM and the run has none (--memory-llm none); skipped")]
-    NeedsLlm {
-        /// The substrate spec.
-        substrate: String,
-    },
-
-    /// The substrate trains or runs the local model's weights (M9) and they
-    /// cannot be found or loaded, whatever memory LLM the run uses.
-    #[error("{substrate} needs the local SmolLM2 weights even with a remote memory LLM: {reason}; skipped")]
-    NeedsLocalModel {
-        /// The substrate spec.
-        substrate: String,
-        /// Why the weights are unavailable, with the fix.
-        reason: String,
-    },
+    /// A substrate spec the registry refuses: an unknown name, a bad
+    /// setting, a memory LLM or local weights the run lacks.
+    #[error(transparent)]
+    Registry(#[from] submem::RegistryError),
 
     /// A run option is invalid (empty budget list, zero k, ...).
     #[error("invalid option: {0}")]

@@ -17,8 +17,9 @@ use submem_core::{
 
 use crate::context::{lock, Ctx};
 use crate::items::WriteRecord;
-use crate::registry::SubstrateSpec;
 use crate::{BenchError, Result};
+use submem::registry::SubstrateSpec;
+use submem::RegistryError;
 
 /// An LLM wrapper counting calls and tokens, so that a read's own LLM use can
 /// be told apart cheaply (the meter's snapshot sorts every latency sample).
@@ -101,18 +102,18 @@ pub(crate) fn instance(
     });
     let sub = match built {
         Ok(s) => s,
-        Err(BenchError::NeedsLlm { substrate }) => {
+        Err(RegistryError::NeedsLlm { substrate }) => {
             let msg =
                 format!("{substrate}: needs a memory LLM and the run has none (--memory-llm none)");
             tracing::warn!("{msg}; skipped");
             return Ok(Err(msg));
         }
-        Err(BenchError::NeedsLocalModel { substrate, reason }) => {
+        Err(RegistryError::NeedsLocalModel { substrate, reason }) => {
             let msg = format!("{substrate}: needs the local model weights: {reason}");
             tracing::warn!("{msg}; skipped");
             return Ok(Err(msg));
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     let tokens = tokens.unwrap_or_else(|| base.tokens.clone());
     Ok(Ok(Instance {

@@ -8,10 +8,11 @@
 //! - [`dataset`]: LoCoMo, LongMemEval, ALFWorld trajectories, an agent-probe
 //!   JSONL format and a seeded synthetic generator (100 to 1,000,000 units,
 //!   streamed), all loaded into the same [`Dataset`];
-//! - [`registry`]: substrates built by name (`m1`, `m2`, `m10`,
-//!   `flexa:ranking=hybrid,kappa=64`, the `nomem` / `recent` baselines (the
-//!   latter from `submem-recent`), and
-//!   `router:policy=policy.json` over registry-built members);
+//! - substrates come by name from the facade's [`submem::Registry`] (`m1`,
+//!   `m2`, `m10`, `flexa:ranking=hybrid,kappa=64`, the `nomem` / `recent`
+//!   baselines, `router:policy=policy.json` over registry-built members);
+//!   [`runner::run`] adds the packing baselines
+//!   ([`submem::baselines::with_packing_baselines`]) unless told not to;
 //! - [`runner`]: per substrate × conversation a fresh instance metered by its
 //!   own [`submem_core::Meter`]; write in session batches, manage, then read
 //!   every (question, budget, k) — one write per budget/k sweep; the recall
@@ -40,7 +41,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use submem_bench::dataset::synthetic::SyntheticSpec;
-//! use submem_bench::registry::{Registry, SubstrateSpec};
+//! use submem::registry::{Registry, SubstrateSpec};
 //! use submem_bench::runner::{run, Models, RunOptions};
 //! use submem_bench::{report, summary};
 //!
@@ -56,7 +57,6 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod baselines;
 pub mod compare;
 mod context;
 pub mod dataset;
@@ -67,9 +67,6 @@ mod measure;
 pub mod metrics;
 pub mod options;
 pub mod reader;
-pub mod registry;
-#[cfg(feature = "router")]
-pub mod registry_router;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -26,15 +26,14 @@ use crate::{BenchError, Result};
 /// Tokens allowed for chat-template markers around the two messages.
 pub const CHAT_FRAMING_TOKENS: usize = 12;
 
-/// The reader's system message.
-pub const READER_SYSTEM: &str =
-    "You answer questions from a memory of earlier conversations or agent steps. \
-Use only the memory. Reply with a short answer of a few words, without explanation. \
-If the memory does not contain the answer, reply: I don't know.";
+/// The reader's system message (the default
+/// [`ReaderPrompt`](submem_core::plugin::ReaderPrompt)'s, so that the
+/// substrates serving their own reader, M9 and M11, frame memory the same way).
+pub use submem_core::plugin::READER_SYSTEM;
 
 /// What the reader's user message starts with, right before the memory
 /// block (M11 prefills its episode caches under this head).
-pub const MEMORY_INTRO: &str = "Memory:\n";
+pub use submem_core::plugin::MEMORY_INTRO;
 
 /// Reader settings.
 #[derive(Debug, Clone)]
@@ -278,46 +277,25 @@ pub struct Verdict {
     pub tokens: u64,
 }
 
-/// The reader's prompt head, for substrates that prefill it into a KV cache
-/// (M11) so that the reader continues their cache.
-#[cfg(feature = "kv")]
-pub fn reader_head() -> submem_kv::ReaderHead {
-    submem_kv::ReaderHead {
-        system: Some(READER_SYSTEM.to_string()),
-        memory_intro: MEMORY_INTRO.to_string(),
-    }
-}
-
-/// The reader's prompt as M9 trains on it: the harness's own reader prompt
-/// with [`submem_lora::ADAPTER_NOTE`] as the memory block, so the adapter
-/// trains on exactly the prompt shape it is asked with.
-#[cfg(feature = "lora")]
-pub fn lora_prompt_format() -> submem_lora::PromptFormat {
-    fn messages(question: &str) -> Vec<ChatMessage> {
-        let q = Question {
-            id: String::new(),
-            text: question.to_string(),
-            answer: None,
-            evidence: Vec::new(),
-            category: String::new(),
-            kind: QuestionKind::Standard,
-            regime: submem_core::Regime::Conversational,
-            newest: None,
-            date: None,
-        };
-        reader_messages(&q, submem_lora::ADAPTER_NOTE)
-    }
-    submem_lora::PromptFormat {
-        name: "harness-reader",
-        messages,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use submem_core::test_utils::{ScriptedLlm, WhitespaceCounter};
     use submem_core::Regime;
+
+    #[test]
+    fn a_plain_question_is_framed_as_the_default_reader_prompt() {
+        // M9 trains on, and M11 prefills under, the build context's reader
+        // prompt: it must be the prompt this reader asks with.
+        let memory = "Ana drives a red Fiat.";
+        let mut plain = q();
+        plain.date = None;
+        plain.newest = None;
+        assert_eq!(
+            reader_messages(&plain, memory),
+            submem_core::plugin::ReaderPrompt::default().messages(memory, &plain.text)
+        );
+    }
 
     fn q() -> Question {
         Question {

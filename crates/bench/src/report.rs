@@ -184,7 +184,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             .push(r);
     }
     // Which runs are packing baselines (names and aliases), built once.
-    let registry = crate::registry::Registry::default();
+    let registry = submem::Registry::default();
     for ((dataset, budget, k), runs) in &groups {
         let answered = runs
             .iter()
@@ -428,13 +428,9 @@ const AGAINST_PACKING: [(&str, &str); 3] = [
 ];
 
 /// One line per substrate of the group saying how it compares with the best
-/// packing baseline ([`crate::baselines::PACKING_BASELINES`]) at the same
+/// packing baseline ([`submem::baselines::PACKING_BASELINES`]) at the same
 /// budget on each of [`AGAINST_PACKING`] (the best baseline per measure).
-fn write_against_packing(
-    out: &mut String,
-    runs: &[&RunSummary],
-    registry: &crate::registry::Registry,
-) {
+fn write_against_packing(out: &mut String, runs: &[&RunSummary], registry: &submem::Registry) {
     let name_of = |r: &RunSummary| {
         r.substrate
             .split(':')
@@ -442,7 +438,7 @@ fn write_against_packing(
             .unwrap_or_default()
             .to_string()
     };
-    let is_packing = |r: &RunSummary| crate::baselines::is_packing_baseline(registry, &name_of(r));
+    let is_packing = |r: &RunSummary| submem::baselines::is_packing_baseline(registry, &name_of(r));
     let best: Vec<Option<(&str, f64)>> = AGAINST_PACKING
         .iter()
         .map(|(metric, _)| {

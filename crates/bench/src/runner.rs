@@ -55,9 +55,9 @@ pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, WriteRecord};
 use crate::measure;
 pub use crate::options::{Models, RunOptions};
-use crate::registry::{Registry, SubstrateSpec};
 use crate::shard::{ShardRecord, TaskNote};
 use crate::{BenchError, Result};
+use submem::registry::{Registry, SubstrateSpec};
 
 /// What a run produced.
 #[derive(Debug, Default)]

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
-use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run, Models, RunOptions, TRAINING_BANK};
 use submem_bench::summary::summarize;
 use submem_bench::{BenchError, Dataset, DatasetKind};

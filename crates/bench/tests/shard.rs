@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
-use submem_bench::baselines::NoMemory;
+use submem::baselines::NoMemory;
+use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
-use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run, Models, RunOptions, RunOutcome, TRAINING_BANK};
 use submem_bench::shard::{merge, Shard, ShardDir, ShardRecord};
 use submem_bench::summary::summarize;

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::reader::ReaderSettings;
-use submem_bench::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run as run_bench, Models, RunOptions};
 use submem_bench::shard::Shard;
 use submem_bench::{results, Dataset, DatasetKind};
@@ -254,7 +254,7 @@ fn checked_specs(args: &BenchArgs, factory: &Registry) -> Result<Vec<SubstrateSp
     let specs = if args.no_baselines {
         specs
     } else {
-        submem_bench::baselines::with_packing_baselines(&specs, factory)
+        submem::baselines::with_packing_baselines(&specs, factory)
     };
     for s in &specs {
         factory.check(s)?;

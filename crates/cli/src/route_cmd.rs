@@ -16,14 +16,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use submem::registry::Registry;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
 use submem_bench::reader::{fixed_prompt_tokens, ReaderSettings};
-use submem_bench::registry::Registry;
-use submem_bench::registry_router::{build_router, RouterSettings};
 use submem_bench::{Dataset, DatasetKind};
 use submem_core::plugin::{BuildContext, SubstrateSettings};
 use submem_core::{Namespace, Query, Regime, Services, Substrate};
 use submem_models::Config;
+use submem_router::factory::{build_router, RouterSettings};
 use submem_router::{
     fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, RouteNames, Scores,
 };
@@ -89,7 +89,7 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Router members, `+`-separated.
-    #[arg(long, default_value = submem_bench::registry_router::DEFAULT_MEMBERS)]
+    #[arg(long, default_value = submem_router::factory::DEFAULT_MEMBERS)]
     pub members: String,
     /// Let runtime signals act (they are always shown when BM25 is a member).
     #[arg(long)]

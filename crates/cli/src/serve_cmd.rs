@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use submem_bench::registry::Registry;
+use submem::registry::Registry;
 use submem_models::Config;
 use submem_server::config::{hash_key, split_config, ServerConfig};
 use submem_server::Server;

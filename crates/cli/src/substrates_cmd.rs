@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use submem_bench::registry::Registry;
+use submem::registry::Registry;
 use submem_core::plugin::SubstrateDescription;
 
 use crate::AnyError;

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem::registry::{Registry, SubstrateSpec};
 use submem_core::{Event, MeteredSubstrate, Namespace, Query, Substrate};
 use submem_models::{Config, LlmKind};
 

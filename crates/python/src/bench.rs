@@ -13,13 +13,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::{json, Map, Value};
 
+use submem::registry::SubstrateSpec;
 use submem_bench::dataset::synthetic::SyntheticSpec;
-use submem_bench::registry::SubstrateSpec;
 use submem_bench::runner::{run, Models, RunOptions};
 use submem_bench::{report, summary, Dataset, DatasetKind};
 use submem_models::Config;
 
-use crate::errors::{bench_err, models_err, SettingsError, StoreError};
+use crate::errors::{bench_err, models_err, registry_err, SettingsError, StoreError};
 use crate::{block_on, REGISTRY};
 
 /// The synthetic spec: `submem bench`'s default set with `overrides` (a dict of its fields)
@@ -116,13 +116,13 @@ pub fn bench<'py>(
     }
     let mut specs = Vec::with_capacity(substrates.len());
     for s in &substrates {
-        specs.push(SubstrateSpec::parse(s).map_err(bench_err)?);
+        specs.push(SubstrateSpec::parse(s).map_err(registry_err)?);
     }
     if baselines {
-        specs = submem_bench::baselines::with_packing_baselines(&specs, &REGISTRY);
+        specs = submem::baselines::with_packing_baselines(&specs, &REGISTRY);
     }
     for s in &specs {
-        REGISTRY.check(s).map_err(bench_err)?;
+        REGISTRY.check(s).map_err(registry_err)?;
     }
     let data_path = data.clone();
     let dataset = self::dataset(dataset, data, synthetic)?;

@@ -5,6 +5,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
 
+use submem::RegistryError;
 use submem_bench::BenchError;
 use submem_core::Error as CoreError;
 use submem_models::ModelsError;
@@ -56,16 +57,29 @@ pub fn core_err(e: CoreError) -> PyErr {
     }
 }
 
-/// A bench (registry, dataset, run) error as the matching exception.
+/// A registry error (a substrate spec refused or not buildable) as the
+/// matching exception.
+pub fn registry_err(e: RegistryError) -> PyErr {
+    let msg = chain(&e);
+    match e {
+        RegistryError::UnknownSubstrate { .. }
+        | RegistryError::BadSetting { .. }
+        | RegistryError::BadFactory { .. }
+        | RegistryError::InvalidSpec(_) => SettingsError::new_err(msg),
+        RegistryError::NeedsLlm { .. } | RegistryError::NeedsLocalModel { .. } => {
+            ModelError::new_err(msg)
+        }
+        RegistryError::Build { source, .. } => core_err(source),
+        _ => Error::new_err(msg),
+    }
+}
+
+/// A bench (dataset, run) error as the matching exception.
 pub fn bench_err(e: BenchError) -> PyErr {
     let msg = chain(&e);
     match e {
-        BenchError::UnknownSubstrate { .. }
-        | BenchError::BadSetting { .. }
-        | BenchError::InvalidOption(_) => SettingsError::new_err(msg),
-        BenchError::NeedsLlm { .. } | BenchError::NeedsLocalModel { .. } => {
-            ModelError::new_err(msg)
-        }
+        BenchError::Registry(inner) => registry_err(inner),
+        BenchError::InvalidOption(_) => SettingsError::new_err(msg),
         BenchError::Io { .. } | BenchError::Format { .. } => StoreError::new_err(msg),
         BenchError::Core(inner) => core_err(inner),
         _ => Error::new_err(msg),

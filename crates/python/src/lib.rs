@@ -16,7 +16,7 @@ mod memory;
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use pyo3::prelude::*;
-use submem_bench::registry::Registry;
+use submem::registry::Registry;
 
 pub use errors::{Error, InputError, ModelError, SettingsError, StoreError};
 

@@ -13,13 +13,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use serde::{Deserialize, Serialize};
 
-use submem_bench::registry::SubstrateSpec;
+use submem::registry::SubstrateSpec;
 use submem_core::{
     Event, Forget, MeteredSubstrate, Namespace, Query, Recall as CoreRecall, Substrate,
 };
 use submem_models::Config;
 
-use crate::errors::{bench_err, core_err, models_err, InputError, SettingsError, StoreError};
+use crate::errors::{core_err, models_err, registry_err, InputError, SettingsError, StoreError};
 use crate::{block_on, REGISTRY};
 
 type Metered = MeteredSubstrate<Arc<dyn Substrate>>;
@@ -122,7 +122,7 @@ impl Memory {
         if let Some(kind) = memory_llm {
             config.services.memory_llm = kind.parse().map_err(models_err)?;
         }
-        REGISTRY.check(&spec).map_err(bench_err)?;
+        REGISTRY.check(&spec).map_err(registry_err)?;
         let services = config.lazy_services().map_err(models_err)?;
         let registry = REGISTRY.clone();
         let spec_for_build = spec.clone();
@@ -131,7 +131,7 @@ impl Memory {
             .detach(move || {
                 MeteredSubstrate::build(&services, |s| registry.build(&spec_for_build, s))
             })
-            .map_err(bench_err)?;
+            .map_err(registry_err)?;
         Ok(Memory {
             spec,
             substrate: Arc::new(substrate),
@@ -152,14 +152,15 @@ impl Memory {
         settings: Vec<(String, String)>,
         memory_llm: Option<&str>,
     ) -> PyResult<Self> {
-        let mut spec = SubstrateSpec::parse(name).map_err(bench_err)?;
+        let mut spec = SubstrateSpec::parse(name).map_err(registry_err)?;
         if spec.name.contains(['+', ',']) {
             return Err(SettingsError::new_err(format!(
                 "{name:?} is not one substrate name"
             )));
         }
         for (k, v) in settings {
-            spec.push_setting(&format!("{k}={v}")).map_err(bench_err)?;
+            spec.push_setting(&format!("{k}={v}"))
+                .map_err(registry_err)?;
         }
         Memory::build(py, spec, memory_llm)
     }
@@ -196,7 +197,7 @@ impl Memory {
                 manifest.format
             )));
         }
-        let spec = SubstrateSpec::parse(&manifest.substrate).map_err(bench_err)?;
+        let spec = SubstrateSpec::parse(&manifest.substrate).map_err(registry_err)?;
         let memory = Memory::build(py, spec, memory_llm)?;
         let substrate = memory.substrate.clone();
         let state = path.join("state");

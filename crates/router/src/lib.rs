@@ -31,6 +31,7 @@
 
 pub mod compose;
 pub mod explain;
+pub mod factory;
 pub mod fit;
 pub mod fitted;
 pub mod names;
@@ -40,6 +41,7 @@ pub mod signals;
 pub mod split;
 
 pub use explain::{CellExplanation, Explanation};
+pub use factory::{factories, router_factory, RouterSettings};
 pub use fit::{fit, FitSettings, Observation, Scores};
 pub use fitted::{CellKey, PolicyFile, QualityMetric};
 pub use names::{RouteName, RouteNames};

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem::registry::{Registry, SubstrateSpec};
 use submem_core::{Event, Namespace, Query, Services, Substrate, Turn};
 use submem_server::config::ServerConfig;
 use submem_server::log::{EventLog, FileLog, LogRecord};

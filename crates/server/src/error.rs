@@ -217,8 +217,8 @@ impl IntoResponse for ServerError {
     }
 }
 
-impl From<submem_bench::BenchError> for ServerError {
-    fn from(e: submem_bench::BenchError) -> Self {
+impl From<submem::RegistryError> for ServerError {
+    fn from(e: submem::RegistryError) -> Self {
         ServerError::BadSubstrate(e.to_string())
     }
 }

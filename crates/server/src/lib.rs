@@ -28,7 +28,7 @@
 //! ```no_run
 //! # async fn run(services: submem_core::Services) -> Result<(), submem_server::ServerError> {
 //! use std::sync::Arc;
-//! use submem_bench::registry::Registry;
+//! use submem::registry::Registry;
 //! use submem_server::{config::ServerConfig, Server};
 //! let server = Server::open("data".as_ref(), Arc::new(Registry::default()), services, ServerConfig::new()).await?;
 //! server.serve("127.0.0.1:8080".parse().unwrap(), std::future::pending()).await
@@ -65,7 +65,7 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use submem_bench::registry::Registry;
+use submem::registry::Registry;
 use submem_core::Services;
 
 use crate::auth::KeyTable;

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem::registry::{Registry, SubstrateSpec};
 use submem_core::plugin::LlmUse;
 use submem_core::{MeteredSubstrate, Namespace, Services};
 

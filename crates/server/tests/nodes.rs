@@ -194,7 +194,7 @@ async fn an_unreachable_database_is_a_clear_error_without_the_password() {
     let dir = tempfile::tempdir().unwrap();
     let e = submem_server::Server::open(
         dir.path(),
-        std::sync::Arc::new(submem_bench::registry::Registry::default()),
+        std::sync::Arc::new(submem::registry::Registry::default()),
         submem_core::test_utils::test_services(None),
         config(&format!("postgres://submem:s3cret@127.0.0.1:{port}/x")),
     )

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
 
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem::registry::{Registry, SubstrateSpec};
 use submem_core::plugin::SubstrateFactory;
 use submem_core::{
     Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Substrate, SubstrateInfo,

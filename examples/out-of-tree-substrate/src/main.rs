@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use submem_bench::dataset::synthetic::SyntheticSpec;
-use submem_bench::registry::{Registry, SubstrateSpec};
+use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::runner::{run, Models, RunOptions};
 use submem_bench::{report, summary};
 use submem_core::plugin::{BuildContext, Settings};

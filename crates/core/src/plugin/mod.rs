@@ -58,6 +58,9 @@ use serde_json::{Map, Value};
 
 use crate::{Error, Family, MethodId, Result, Services, Substrate};
 
+mod reader;
+pub use reader::{ReaderPrompt, MEMORY_INTRO, READER_SYSTEM};
+
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -159,6 +162,9 @@ pub struct BuildContext<'a> {
     /// The registry building this substrate, for composites that build
     /// members by name (`None` outside a registry).
     pub members: Option<&'a dyn MemberBuilder>,
+    /// How the caller's reader frames memory, for substrates that serve
+    /// their own reader (M9, M11); [`ReaderPrompt::default`] unless set.
+    pub reader: ReaderPrompt,
 }
 
 impl<'a> BuildContext<'a> {
@@ -167,7 +173,14 @@ impl<'a> BuildContext<'a> {
         BuildContext {
             services,
             members: None,
+            reader: ReaderPrompt::default(),
         }
+    }
+
+    /// The same with the caller's reader prompt.
+    pub fn with_reader(mut self, reader: ReaderPrompt) -> Self {
+        self.reader = reader;
+        self
     }
 
     /// The same with a member builder.

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
 
-use submem_bench::registry::Registry;
+use submem::registry::Registry;
 use submem_core::Llm;
 use submem_server::config::ServerConfig;
 use submem_server::Server;

@@ -3,9 +3,8 @@
 //! a registry lists and builds by name.
 //!
 //! M11 prefills its KV caches under the reader's prompt head, which belongs
-//! to whoever reads (a harness), not to a setting: build its factory with
-//! [`epicache_factory`] and that head. [`factories`] uses
-//! [`ReaderHead::default`].
+//! to whoever reads (a harness), not to a setting: it comes from the build
+//! context ([`BuildContext::reader`](submem_core::plugin::BuildContext::reader)).
 
 use std::sync::Arc;
 
@@ -85,30 +84,26 @@ impl SubstrateSettings for EpiCacheSettings {
 }
 
 /// `m11`: EpiCache's k-means episodes (25 % of each kept); with a local
-/// memory LLM their KV caches are prefilled under `reader_head` and served
-/// as the recall's reader.
-pub fn epicache_factory(reader_head: ReaderHead) -> SubstrateFactory {
+/// memory LLM their KV caches are prefilled under the head of the build
+/// context's reader prompt and served as the recall's reader.
+pub fn epicache_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m11", MethodId::M11, Family::ACTIVATION)
         .aliases(&["epicache", "episodes"])
         .paper(format!("{PAPER}, M11"))
         .summary("episode re-prefill (EpiCache): k-means episodes, the query's nearest shown; KV caches prefilled when the memory LLM is local")
         .llm(LlmUse::Optional)
         .settings(EpiCacheSettings::default())
-        .build(move |ctx, s: EpiCacheSettings| {
+        .build(|ctx, s: EpiCacheSettings| {
             Ok(Arc::new(EpiCache::new(
                 ctx.services.clone(),
-                s.config(reader_head.clone()),
+                s.config(ReaderHead::from(&ctx.reader)),
             )?))
         })
 }
 
-/// Every factory of the activation family (M11 with [`ReaderHead::default`];
-/// a harness that reads with its own prompt uses [`epicache_factory`]).
+/// Every factory of the activation family.
 pub fn factories() -> Vec<SubstrateFactory> {
-    vec![
-        full_context_factory(),
-        epicache_factory(ReaderHead::default()),
-    ]
+    vec![full_context_factory(), epicache_factory()]
 }
 
 #[cfg(test)]
@@ -138,7 +133,7 @@ mod tests {
 
     #[test]
     fn m11_parses_its_settings_and_keeps_the_reader_head() {
-        let f = epicache_factory(head());
+        let f = epicache_factory();
         f.validate().unwrap();
         assert!(f.answers_to("epicache") && f.answers_to("episodes"));
         assert_eq!(
@@ -170,5 +165,12 @@ mod tests {
             let s = f.build(&ctx, &Settings::new()).unwrap();
             assert_eq!(&s.info().method, f.method());
         }
+    }
+
+    #[test]
+    fn m11_takes_its_head_from_the_callers_reader_prompt() {
+        let reader = submem_core::plugin::ReaderPrompt::default();
+        let head = ReaderHead::from(&reader);
+        assert_eq!(head.messages("episode"), reader.head("episode"));
     }
 }

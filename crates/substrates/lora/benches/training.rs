@@ -15,10 +15,7 @@ fn short(q: &str) -> Vec<ChatMessage> {
 
 fn bench(c: &mut Criterion) {
     let model = LoraModel::tiny_random(1).unwrap();
-    let format = PromptFormat {
-        name: "bench",
-        messages: short,
-    };
+    let format = PromptFormat::new("bench", short);
     let examples: Vec<Example> = (0..16)
         .map(|i| {
             Example::new(

@@ -1,6 +1,9 @@
 //! Settings of M9. Every numeric default is a starting point (the paper gives
 //! only r = 8 and answer-only loss); each has a `with_*` setter.
 
+use std::sync::Arc;
+
+use submem_core::plugin::ReaderPrompt;
 use submem_core::ChatMessage;
 use submem_models::LocalLlm;
 
@@ -12,13 +15,23 @@ use crate::error::{LoraError, Result};
 pub const ADAPTER_NOTE: &str =
     "(M9 adapter memory: no retrieved text; answer from what the adapter learned.)";
 
+type MessagesFn = dyn Fn(&str) -> Vec<ChatMessage> + Send + Sync;
+
 /// How a question becomes chat messages, in training and at read time.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct PromptFormat {
     /// A name for logs.
-    pub name: &'static str,
+    pub name: String,
     /// The messages for a question (without the answer).
-    pub messages: fn(&str) -> Vec<ChatMessage>,
+    pub messages: Arc<MessagesFn>,
+}
+
+impl std::fmt::Debug for PromptFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptFormat")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 fn plain_messages(question: &str) -> Vec<ChatMessage> {
@@ -32,14 +45,31 @@ fn plain_messages(question: &str) -> Vec<ChatMessage> {
 
 impl Default for PromptFormat {
     fn default() -> Self {
-        PromptFormat {
-            name: "m9-plain",
-            messages: plain_messages,
-        }
+        PromptFormat::new("m9-plain", plain_messages)
     }
 }
 
 impl PromptFormat {
+    /// A format named `name` that asks with `messages`.
+    pub fn new(
+        name: impl Into<String>,
+        messages: impl Fn(&str) -> Vec<ChatMessage> + Send + Sync + 'static,
+    ) -> Self {
+        PromptFormat {
+            name: name.into(),
+            messages: Arc::new(messages),
+        }
+    }
+
+    /// The caller's reader prompt with [`ADAPTER_NOTE`] as the memory block:
+    /// the adapter trains on exactly the prompt its reader will ask with.
+    pub fn from_reader(reader: &ReaderPrompt) -> Self {
+        let reader = reader.clone();
+        PromptFormat::new("reader-prompt", move |question: &str| {
+            reader.messages(ADAPTER_NOTE, question)
+        })
+    }
+
     /// The ChatML prompt text for `question`, ending with the assistant header.
     pub fn prompt(&self, question: &str) -> String {
         LocalLlm::chat_prompt(&(self.messages)(question))

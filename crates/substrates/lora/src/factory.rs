@@ -2,8 +2,8 @@
 //! registry lists and builds by name.
 //!
 //! The adapter trains on the prompt it will be asked with, and that prompt
-//! belongs to whoever reads (a harness), so [`lora_factory`] takes it as a
-//! [`PromptFormat`] ([`factories`] uses [`PromptFormat::default`]).
+//! belongs to whoever reads (a harness), so [`lora_factory`] takes it from
+//! the build context's reader prompt ([`PromptFormat::from_reader`]).
 //!
 //! M9 trains the local SmolLM2 weights whatever the memory LLM is. Building
 //! it loads them once per process ([`LoraModel::shared`]) from `gguf=<path>`
@@ -152,8 +152,9 @@ fn load_base(gguf: Option<&Path>, max_context: usize) -> Result<LoraModel> {
 }
 
 /// `m9`: a LoRA adapter on SmolLM2's attention, trained on question-answer
-/// pairs synthesised from the history, asked with `prompt`.
-pub fn lora_factory(prompt: PromptFormat) -> SubstrateFactory {
+/// pairs synthesised from the history, asked with the build context's reader
+/// prompt ([`PromptFormat::from_reader`]).
+pub fn lora_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m9", MethodId::M9, Family::PARAMETRIC)
         .aliases(&["lora", "adapter"])
         .paper("Harness the Memory, M9")
@@ -161,16 +162,15 @@ pub fn lora_factory(prompt: PromptFormat) -> SubstrateFactory {
         .llm(LlmUse::Optional)
         .settings(LoraSettings::default())
         .build(move |ctx, s: LoraSettings| {
-            let config = s.config(prompt);
+            let config = s.config(PromptFormat::from_reader(&ctx.reader));
             let model = load_base(s.gguf.as_deref(), config.max_context)?;
             Ok(Arc::new(LoraMemory::new(ctx.services.clone(), config, model)?))
         })
 }
 
-/// Every factory of M9 (with [`PromptFormat::default`]; a harness that reads
-/// with its own prompt uses [`lora_factory`]).
+/// Every factory of M9.
 pub fn factories() -> Vec<SubstrateFactory> {
-    vec![lora_factory(PromptFormat::default())]
+    vec![lora_factory()]
 }
 
 #[cfg(test)]
@@ -189,14 +189,13 @@ mod tests {
         vec![ChatMessage::user(format!("Q: {question}"))]
     }
 
-    const HARNESS: PromptFormat = PromptFormat {
-        name: "harness-reader",
-        messages: harness_messages,
-    };
+    fn harness() -> PromptFormat {
+        PromptFormat::new("harness-reader", harness_messages)
+    }
 
     #[test]
     fn settings_parse_and_the_prompt_is_the_one_given() {
-        let f = lora_factory(HARNESS);
+        let f = lora_factory();
         f.validate().unwrap();
         assert!(f.answers_to("lora") && f.answers_to("adapter") && f.answers_to("M9"));
         let s = typed(
@@ -209,7 +208,7 @@ mod tests {
                 ("serve_stale", "true"),
             ],
         );
-        let c = s.config(HARNESS);
+        let c = s.config(harness());
         assert_eq!(
             (c.rank, c.train.epochs, c.serve_stale_adapter),
             (4, 2, true)
@@ -229,7 +228,7 @@ mod tests {
                 ("gguf", "/models/smol.gguf"),
             ],
         );
-        let c = s.config(HARNESS);
+        let c = s.config(harness());
         assert_eq!(
             (
                 c.train.batch_size,
@@ -241,7 +240,7 @@ mod tests {
             (2, 128, 300, 3, 1024)
         );
         assert_eq!(s.gguf, Some(PathBuf::from("/models/smol.gguf")));
-        let d = LoraSettings::default().config(HARNESS);
+        let d = LoraSettings::default().config(harness());
         let base = LoraConfig::default();
         assert_eq!(
             (
@@ -278,7 +277,7 @@ mod tests {
 
     #[test]
     fn missing_weights_are_a_clear_unavailable_error() {
-        let f = lora_factory(HARNESS);
+        let f = lora_factory();
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         let given = f
             .settings_from_strs(&[("gguf", "/nonexistent/model.gguf")])

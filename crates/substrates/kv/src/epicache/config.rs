@@ -19,6 +19,15 @@ pub struct ReaderHead {
     pub memory_intro: String,
 }
 
+impl From<&submem_core::plugin::ReaderPrompt> for ReaderHead {
+    fn from(p: &submem_core::plugin::ReaderPrompt) -> Self {
+        ReaderHead {
+            system: p.system.clone(),
+            memory_intro: p.memory_intro.clone(),
+        }
+    }
+}
+
 impl ReaderHead {
     /// The head messages for an episode rendered as `memory`; the last
     /// message is left open by the prefix cache.

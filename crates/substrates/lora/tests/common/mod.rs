@@ -15,10 +15,7 @@ fn short_messages(q: &str) -> Vec<ChatMessage> {
 
 /// A short prompt so byte-level sequences stay small.
 pub fn short_prompt() -> PromptFormat {
-    PromptFormat {
-        name: "test-short",
-        messages: short_messages,
-    }
+    PromptFormat::new("test-short", short_messages)
 }
 
 pub fn tiny() -> LoraModel {

@@ -1,7 +1,7 @@
-//! The reference substrate that lives in the harness itself: [`NoMemory`]
-//! (`nomem`) shows nothing. It is the paper's *NoMem* row: the same reader
+//! The baselines every comparison needs. [`NoMemory`] (`nomem`) shows
+//! nothing. It is the paper's *NoMem* row: the same reader
 //! template with an empty memory block, so that gains are attributed to
-//! retrieval rather than scaffolding. It also measures the harness's own
+//! retrieval rather than scaffolding. It also measures a harness's own
 //! overhead per item (it costs next to nothing).
 //!
 //! The other baseline, the recency window (`recent`, the newest events that
@@ -27,7 +27,7 @@ use submem_core::{
     SubstrateInfo, WriteReport,
 };
 
-/// The harness's own baselines' factories: `nomem`.
+/// This crate's own baselines' factories: `nomem`.
 pub fn factories() -> Vec<SubstrateFactory> {
     vec![
         SubstrateFactory::builder("nomem", MethodId::NO_MEMORY, Family::BASELINE)

@@ -1,17 +1,17 @@
-//! The `router` entry of the registry: a [`submem_router::RoutedSubstrate`]
-//! whose members are built by the registry itself (each with the run's
-//! metered services, so the router's write and read costs include every
-//! member's), named with the registry's routable names.
+//! The router's plugin, `router` (alias `routed`): a [`RoutedSubstrate`]
+//! whose members are built by the registry that builds it (each with the
+//! run's metered services, so the router's write and read costs include
+//! every member's), named with that registry's routable names.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::{PolicyFile, RouteNames, RoutedSubstrate, RoutingPolicy, SignalSettings};
 use serde::{Deserialize, Serialize};
 use submem_core::plugin::{
     BuildContext, LlmUse, MemberBuilder, SubstrateFactory, SubstrateSettings,
 };
 use submem_core::{Error, Family, MethodId, Result};
-use submem_router::{PolicyFile, RouteNames, RoutedSubstrate, RoutingPolicy, SignalSettings};
 
 /// Members when `members` is not given.
 pub const DEFAULT_MEMBERS: &str = "m1+m2+m10+flexa";
@@ -199,32 +199,7 @@ set members={}",
     Ok(router)
 }
 
-#[cfg(test)]
-mod tests {
-    use crate::registry::{Registry, SubstrateSpec};
-
-    fn spec(s: &str) -> SubstrateSpec {
-        SubstrateSpec::parse(s).unwrap()
-    }
-
-    #[test]
-    fn router_specs_are_checked_and_built_from_registry_members() {
-        let services = submem_core::test_utils::test_services(None);
-        let r = Registry::default();
-        let routed = r
-            .build(
-                &spec("router:members=m2+m10,compose=m2+m10,share=0.4"),
-                services.clone(),
-            )
-            .unwrap();
-        assert_eq!(routed.info().name, "routed(M2,M10)");
-        assert!(r.build(&spec("routed"), services).is_ok());
-        let err = |s: &str| r.check(&spec(s)).unwrap_err().to_string();
-        assert!(err("router:members=m2+m99").contains("\"m99\" is not a routable"));
-        assert!(err("router:compose=m2").contains("exactly two"));
-        assert!(err("router:colour=red").contains("valid settings are `policy`"));
-        assert!(err("router:policy=/nonexistent/p.json").contains("/nonexistent/p.json"));
-        assert!(err("router:signals=maybe").contains("signals"));
-        assert!(err("router:members=nomem+m2").contains("\"nomem\" is not a routable"));
-    }
+/// Every factory of the router: `router`.
+pub fn factories() -> Vec<SubstrateFactory> {
+    vec![router_factory()]
 }

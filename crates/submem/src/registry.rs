@@ -2,11 +2,16 @@
 //! `m1,m2,m10,flexa:ranking=hybrid,kappa=64`.
 //!
 //! The [`Registry`] is a list of [`SubstrateFactory`] values: each family
-//! crate exports its own (`submem_flat::factories()`, ...), the harness adds
-//! the baselines and the router, and any code adds more with
-//! [`Registry::with`]. Names, aliases, error messages, the router's member
-//! names and `submem substrates` all come from that one list. Each family is
-//! a cargo feature of this crate (all on by default).
+//! crate exports its own (`submem_flat::factories()`, ...), this crate adds
+//! the `nomem` baseline, and any code adds more with [`Registry::with`].
+//! Names, aliases, error messages, the router's member names and
+//! `submem substrates` all come from that one list. Each family is a cargo
+//! feature of this crate (all on by default).
+//!
+//! What a factory needs from its caller comes through the build context:
+//! the services, this registry (for composites that build members by name)
+//! and the reader's prompt ([`Registry::with_reader_prompt`], for the
+//! substrates that serve their own reader).
 //!
 //! Settings follow a colon as comma-separated `key=value` pairs, read as the
 //! types of the substrate's settings struct; an unknown key is refused with
@@ -15,23 +20,24 @@
 //! substrates.
 //!
 //! ```
-//! use submem_bench::registry::{Registry, SubstrateSpec};
+//! use submem::registry::{Registry, SubstrateSpec};
 //! let registry = Registry::default();
 //! registry.check(&SubstrateSpec::parse("bm25:fill=true")?)?;
 //! let err = registry.check(&SubstrateSpec::parse("m2:colour=red")?).unwrap_err();
 //! assert!(err.to_string().contains("valid settings are"), "{err}");
-//! # Ok::<(), submem_bench::BenchError>(())
+//! # Ok::<(), submem::RegistryError>(())
 //! ```
 
 use std::fmt;
 use std::sync::Arc;
 
 use submem_core::plugin::{
-    BuildContext, LlmUse, MemberBuilder, Settings, SubstrateDescription, SubstrateFactory,
+    BuildContext, LlmUse, MemberBuilder, ReaderPrompt, Settings, SubstrateDescription,
+    SubstrateFactory,
 };
 use submem_core::{Family, MethodId, Services, Substrate};
 
-use crate::{BenchError, Result};
+use crate::error::{RegistryError, Result};
 
 /// A substrate name with its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +67,7 @@ impl SubstrateSpec {
             None => (s, None),
         };
         if name.is_empty() {
-            return Err(BenchError::InvalidOption(format!(
+            return Err(RegistryError::InvalidSpec(format!(
                 "empty substrate name in {s:?}"
             )));
         }
@@ -80,13 +86,15 @@ impl SubstrateSpec {
     }
 
     /// Appends one `key=value` setting (the key lower-cased, both trimmed);
-    /// text without `=` is [`BenchError::BadSetting`].
+    /// text without `=` is [`RegistryError::BadSetting`].
     pub fn push_setting(&mut self, kv: &str) -> Result<()> {
-        let (k, v) = kv.split_once('=').ok_or_else(|| BenchError::BadSetting {
-            substrate: self.name.clone(),
-            setting: kv.into(),
-            reason: "expected key=value".into(),
-        })?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| RegistryError::BadSetting {
+                substrate: self.name.clone(),
+                setting: kv.into(),
+                reason: "expected key=value".into(),
+            })?;
         self.settings
             .push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
         Ok(())
@@ -105,7 +113,7 @@ impl SubstrateSpec {
             }
         }
         if out.is_empty() {
-            return Err(BenchError::InvalidOption("no substrates given".into()));
+            return Err(RegistryError::InvalidSpec("no substrates given".into()));
         }
         Ok(out)
     }
@@ -124,6 +132,7 @@ impl SubstrateSpec {
 #[derive(Debug, Clone)]
 pub struct Registry {
     factories: Vec<SubstrateFactory>,
+    reader: ReaderPrompt,
 }
 
 impl Default for Registry {
@@ -138,18 +147,14 @@ impl Default for Registry {
     }
 }
 
-/// The built-in factories of the families compiled in (cargo features),
-/// with the harness's reader prompt given to the substrates that serve their
-/// own reader (M9, M11).
-fn builtin_factories() -> Vec<SubstrateFactory> {
+/// The built-in factories of the families compiled in (cargo features) and
+/// the `nomem` baseline, in the order `submem substrates` lists them.
+pub fn builtin_factories() -> Vec<SubstrateFactory> {
     let mut out = Vec::new();
     #[cfg(feature = "flat")]
     out.extend(submem_flat::factories());
     #[cfg(feature = "kv")]
-    out.extend([
-        submem_kv::factory::full_context_factory(),
-        submem_kv::factory::epicache_factory(crate::reader::reader_head()),
-    ]);
+    out.extend(submem_kv::factories());
     #[cfg(feature = "flexamem")]
     out.extend(submem_flexamem::factories());
     #[cfg(feature = "gist")]
@@ -163,14 +168,12 @@ fn builtin_factories() -> Vec<SubstrateFactory> {
     #[cfg(feature = "refine")]
     out.extend(submem_refine::factories());
     #[cfg(feature = "lora")]
-    out.push(submem_lora::factory::lora_factory(
-        crate::reader::lora_prompt_format(),
-    ));
+    out.extend(submem_lora::factories());
     out.extend(crate::baselines::factories());
     #[cfg(feature = "recent")]
     out.extend(submem_recent::factories());
     #[cfg(feature = "router")]
-    out.push(crate::registry_router::router_factory());
+    out.extend(submem_router::factories());
     out
 }
 
@@ -179,7 +182,21 @@ impl Registry {
     pub fn empty() -> Self {
         Registry {
             factories: Vec::new(),
+            reader: ReaderPrompt::default(),
         }
+    }
+
+    /// The same registry building for a reader that frames memory with
+    /// `reader` (M9 trains on it, M11 prefills under its head); the default
+    /// is [`ReaderPrompt::default`], the prompt `submem bench` reads with.
+    pub fn with_reader_prompt(mut self, reader: ReaderPrompt) -> Self {
+        self.reader = reader;
+        self
+    }
+
+    /// The reader prompt substrates are built for.
+    pub fn reader_prompt(&self) -> &ReaderPrompt {
+        &self.reader
     }
 
     /// Adds `factory`; one with the same canonical name is replaced, and its
@@ -194,9 +211,10 @@ impl Registry {
 
     /// Adds `factory` after checking it (see [`Registry::with`]).
     pub fn try_with(self, factory: SubstrateFactory) -> Result<Self> {
-        factory
-            .validate()
-            .map_err(|e| BenchError::InvalidOption(format!("substrate {}: {e}", factory.name())))?;
+        factory.validate().map_err(|e| RegistryError::BadFactory {
+            name: factory.name().to_string(),
+            reason: e.to_string(),
+        })?;
         Ok(self.with(factory))
     }
 
@@ -251,7 +269,7 @@ impl Registry {
 
     fn factory(&self, spec: &SubstrateSpec) -> Result<&SubstrateFactory> {
         self.resolve(&spec.name)
-            .ok_or_else(|| BenchError::UnknownSubstrate {
+            .ok_or_else(|| RegistryError::UnknownSubstrate {
                 name: spec.name.clone(),
                 known: self.known().join(", "),
             })
@@ -274,40 +292,41 @@ impl Registry {
 
     /// Builds one instance with `services` (already metered by the caller).
     /// A substrate that needs a memory LLM the services lack is
-    /// [`BenchError::NeedsLlm`]; one whose local model is missing is
-    /// [`BenchError::NeedsLocalModel`].
+    /// [`RegistryError::NeedsLlm`]; one whose local model is missing is
+    /// [`RegistryError::NeedsLocalModel`].
     pub fn build(&self, spec: &SubstrateSpec, services: Services) -> Result<Arc<dyn Substrate>> {
         let factory = self.factory(spec)?;
         let settings = self.settings(factory, spec)?;
         // The factory's build parses and checks the settings itself (an
         // `InvalidInput` below): checking here first would do it twice.
         if factory.llm() == LlmUse::Required && services.llm.is_none() {
-            return Err(BenchError::NeedsLlm {
+            return Err(RegistryError::NeedsLlm {
                 substrate: spec.to_string(),
             });
         }
-        let ctx = BuildContext::new(services).with_members(self);
+        let ctx = BuildContext::new(services)
+            .with_members(self)
+            .with_reader(self.reader.clone());
         factory.build(&ctx, &settings).map_err(|e| match e {
-            submem_core::Error::Unavailable { reason, .. } => BenchError::NeedsLocalModel {
+            submem_core::Error::Unavailable { reason, .. } => RegistryError::NeedsLocalModel {
                 substrate: spec.to_string(),
                 reason,
             },
-            submem_core::Error::InvalidInput(reason) => BenchError::BadSetting {
+            submem_core::Error::InvalidInput(reason) => RegistryError::BadSetting {
                 substrate: spec.name.clone(),
                 setting: spec.to_string(),
                 reason,
             },
-            source => BenchError::Substrate {
+            source => RegistryError::Build {
                 substrate: spec.to_string(),
-                conversation: String::new(),
                 source,
             },
         })
     }
 }
 
-fn bad_setting(spec: &SubstrateSpec, e: submem_core::Error) -> BenchError {
-    BenchError::BadSetting {
+fn bad_setting(spec: &SubstrateSpec, e: submem_core::Error) -> RegistryError {
+    RegistryError::BadSetting {
         substrate: spec.name.clone(),
         setting: spec.to_string(),
         reason: match e {
@@ -323,7 +342,7 @@ impl MemberBuilder for Registry {
         spec: &str,
         services: Services,
     ) -> submem_core::Result<Arc<dyn Substrate>> {
-        let to_core = |e: BenchError| submem_core::Error::InvalidInput(e.to_string());
+        let to_core = |e: RegistryError| submem_core::Error::InvalidInput(e.to_string());
         let spec = SubstrateSpec::parse(spec).map_err(to_core)?;
         self.build(&spec, services).map_err(to_core)
     }
@@ -335,128 +354,5 @@ impl MemberBuilder for Registry {
 
     fn member_names(&self) -> Vec<(String, String, MethodId)> {
         self.route_names()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(s: &str) -> SubstrateSpec {
-        SubstrateSpec::parse(s).unwrap()
-    }
-
-    #[test]
-    fn parses_lists_with_settings() {
-        let v = SubstrateSpec::parse_list("m1, M2,flexa:ranking=hybrid,kappa=64,m10").unwrap();
-        let names: Vec<String> = v.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            names,
-            vec!["m1", "m2", "flexa:ranking=hybrid,kappa=64", "m10"]
-        );
-        assert_eq!(v[2].get("kappa"), Some("64"));
-        assert!(SubstrateSpec::parse_list(" , ").is_err());
-        assert!(SubstrateSpec::parse("flexa:kappa").is_err());
-    }
-
-    #[test]
-    fn every_name_and_alias_resolves_to_one_factory() {
-        let r = Registry::default();
-        let mut seen = std::collections::HashMap::new();
-        for f in r.factories() {
-            f.validate().unwrap_or_else(|e| panic!("{}: {e}", f.name()));
-            for n in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
-                assert!(seen.insert(n.to_string(), f.name()).is_none(), "{n} twice");
-                assert_eq!(r.resolve(n).unwrap().name(), f.name());
-            }
-        }
-        for n in ["full-context", "flexa-mem", "no-memory", "BM25"] {
-            assert!(r.resolve(n).is_some(), "{n}");
-            assert!(r.known().join(" ").contains(&n.to_ascii_lowercase()), "{n}");
-        }
-    }
-
-    #[test]
-    fn builds_every_llm_free_substrate_with_test_services() {
-        let services = submem_core::test_utils::test_services(None);
-        let r = Registry::default();
-        for f in r.factories() {
-            if f.llm() == LlmUse::Required || f.name() == "m9" {
-                continue;
-            }
-            let s = r.build(&spec(f.name()), services.clone()).unwrap();
-            assert!(!s.info().name.is_empty(), "{}", f.name());
-        }
-    }
-
-    #[test]
-    fn bad_names_and_settings_name_the_valid_ones() {
-        let r = Registry::default();
-        let e = r.check(&spec("m99")).unwrap_err().to_string();
-        assert!(e.contains("m99") && e.contains("nomem"), "{e}");
-        let e = r.check(&spec("nomem:k=3")).unwrap_err().to_string();
-        assert!(e.contains("takes no settings"), "{e}");
-        let e = r.check(&spec("m1:colour=red")).unwrap_err().to_string();
-        assert!(e.contains("`colour`") && e.contains("`ef_search`"), "{e}");
-        let e = r
-            .check(&spec("flexa:ranking=fuzzy"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("ranking") && e.contains("hybrid"), "{e}");
-        assert!(r.check(&spec("m1:ef_search=32")).is_ok());
-        assert!(r.check(&spec("bm25:stopwords=lucene")).is_ok());
-        let e = r
-            .check(&spec("bm25:stopwords=false"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("stopwords") && e.contains("english"), "{e}");
-        assert!(r.check(&spec("m10:x=1")).is_err());
-    }
-
-    #[cfg(feature = "lora")]
-    #[test]
-    fn m9_trains_on_the_harness_prompt_and_missing_weights_are_a_clear_skip() {
-        let r = Registry::default();
-        let spec = spec("lora:gguf=/nonexistent/model.gguf");
-        let err = r
-            .build(&spec, submem_core::test_utils::test_services(None))
-            .unwrap_err();
-        assert!(matches!(err, BenchError::NeedsLocalModel { .. }), "{err}");
-        assert!(err.to_string().contains("local SmolLM2 weights"), "{err}");
-        let format = crate::reader::lora_prompt_format();
-        let q = crate::Question {
-            id: String::new(),
-            text: "Where?".into(),
-            answer: None,
-            evidence: Vec::new(),
-            category: String::new(),
-            kind: crate::QuestionKind::Standard,
-            regime: submem_core::Regime::Conversational,
-            newest: None,
-            date: None,
-        };
-        assert_eq!(
-            (format.messages)("Where?"),
-            crate::reader::reader_messages(&q, submem_lora::ADAPTER_NOTE)
-        );
-    }
-
-    #[test]
-    fn a_registry_is_extended_and_overridden_by_code() {
-        use submem_core::plugin::NoSettings;
-        let services = submem_core::test_utils::test_services(None);
-        let mine =
-            SubstrateFactory::builder("mine", MethodId::from_static("mine"), Family::BASELINE)
-                .aliases(&["m2"])
-                .settings(NoSettings {})
-                .build(|_, _| Ok(Arc::new(crate::baselines::NoMemory)));
-        let r = Registry::default().with(mine);
-        assert_eq!(r.resolve("mine").unwrap().name(), "mine");
-        // A canonical name wins over a later alias.
-        assert_eq!(r.resolve("m2").unwrap().name(), "m2");
-        assert!(r.build(&spec("mine"), services).is_ok());
-        let bad = SubstrateFactory::builder("Bad Name", MethodId::M1, Family::FLAT)
-            .build_without_settings(|_| Ok(Arc::new(crate::baselines::NoMemory)));
-        assert!(Registry::empty().try_with(bad).is_err());
     }
 }
