@@ -46,6 +46,7 @@ fn harness(c: &mut Criterion) {
                 ks: vec![5, 10],
                 out: dir.path().to_path_buf(),
                 progress: false,
+                packing_baselines: false,
                 ..RunOptions::default()
             };
             let specs = SubstrateSpec::parse_list("nomem").unwrap();

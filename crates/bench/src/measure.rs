@@ -119,7 +119,7 @@ pub(crate) async fn read_item(
     )
     .filter(|_| retrieves);
     // A recall that names more events through LLM-written records alone than
-    // the k it was asked for (FlexA-Mem's timeline, a gist index) lists its
+    // the k it was asked for (FlexA-Mem's timeline) lists its
     // memory rather than ranking it: crediting every event a record covers
     // would make Recall@k 1 by construction, so it counts the events shown
     // verbatim instead.

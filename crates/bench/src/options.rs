@@ -62,6 +62,10 @@ pub struct RunOptions {
     /// Run only this shard's share of the substrate × conversation tasks
     /// (`--shard I/N`, see [`crate::shard`]); `None` runs them all.
     pub shard: Option<Shard>,
+    /// Add the packing baselines ([`submem::baselines::PACKING_BASELINES`]
+    /// the registry holds) to a run with a design to compare with them, as
+    /// `submem bench` does unless `--no-baselines`. Default true.
+    pub packing_baselines: bool,
 }
 
 impl Default for RunOptions {
@@ -81,6 +85,7 @@ impl Default for RunOptions {
             trace: false,
             keep_memories: true,
             shard: None,
+            packing_baselines: true,
         }
     }
 }

@@ -412,7 +412,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
     out.push_str(
         "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \
 `P6 verb` = Recall@k counting only events shown verbatim (not only inside an LLM-written record); `cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words); `ans` = share of questions whose normalised gold answer (every element of a list) appears in the memory. \
-A recall that names more events through LLM-written records than its k (a timeline, a gist index) lists rather than ranks: its P6 counts the events shown verbatim. \
+A recall that names more events through LLM-written records than its k (FlexA-Mem's timeline) lists rather than ranks: its P6 counts the events shown verbatim. \
 P8–P11 (task success, goal conditions, steps, pass@1) need a live environment: n/a here. \
 Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
     );

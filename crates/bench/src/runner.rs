@@ -121,6 +121,11 @@ pub async fn run(
     if specs.is_empty() {
         return Err(BenchError::InvalidOption("no substrates given".into()));
     }
+    let specs = if opts.packing_baselines {
+        submem::baselines::with_packing_baselines(&specs, &factory)
+    } else {
+        specs
+    };
     for s in &specs {
         factory.check(s)?;
     }

@@ -34,7 +34,7 @@
 //!   answer (every element of a list) appears in the rendered memory
 //!   ([`answer_recall`](mod@crate::metrics::answer_recall)).
 //! - P6 of a recall that names more events through LLM-written records than
-//!   its k (a timeline, a gist index) counts the events shown verbatim: it
+//!   its k (FlexA-Mem's timeline) counts the events shown verbatim: it
 //!   lists its memory rather than ranking it.
 //! - `resolution_shares`: share of shown events at each resolution.
 //! - `diagnostics`: the substrate's behaviour counters (LLM replies used or

@@ -35,6 +35,7 @@ fn opts(out: &Path) -> RunOptions {
         ks: vec![3, 10],
         out: out.to_path_buf(),
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     }
 }
@@ -58,6 +59,7 @@ fn at_budgets(out: &Path, budgets: Vec<usize>) -> RunOptions {
         ks: vec![10],
         out: out.to_path_buf(),
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     }
 }
@@ -112,6 +114,36 @@ async fn sweep_writes_once_and_reads_every_budget_and_k() {
         "no reader: P4 is n/a"
     );
     assert_eq!(recent_big.metrics["E2"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn a_library_run_adds_the_packing_baselines_as_the_cli_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = SubstrateSpec::parse_list("m2").unwrap();
+    let o = RunOptions {
+        packing_baselines: true,
+        ks: vec![10],
+        ..opts(dir.path())
+    };
+    let out = run(
+        dataset(),
+        specs,
+        Arc::new(Registry::default()),
+        models(false),
+        o,
+    )
+    .await
+    .unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let mut ran: Vec<String> = out.writes.iter().map(|w| w.substrate.clone()).collect();
+    ran.sort();
+    ran.dedup();
+    let mut expected: Vec<String> = std::iter::once("m2")
+        .chain(submem::baselines::PACKING_BASELINES)
+        .map(String::from)
+        .collect();
+    expected.sort();
+    assert_eq!(ran, expected);
 }
 
 #[tokio::test]

@@ -149,6 +149,7 @@ async fn three_shards_merge_into_the_unsharded_run() {
         // the first two conversations, which land in different shards.
         reader_sample: Some(5),
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     };
     let models = models(None);
@@ -203,6 +204,7 @@ async fn each_training_bank_is_merged_once() {
         ks: vec![5],
         train_episodes: Some(2),
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     };
     let models = models(Some(llm as Arc<dyn Llm>));
@@ -229,6 +231,7 @@ async fn a_skipped_substrate_is_noted_once() {
         budgets: vec![512],
         ks: vec![5],
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     };
     let models = models(None);
@@ -253,6 +256,7 @@ async fn a_shard_directory_runs_only_its_own_shard() {
         budgets: vec![512],
         ks: vec![5],
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     };
     let models = models(None);
@@ -285,6 +289,7 @@ async fn a_merge_refuses_what_is_not_every_shard_of_one_run() {
         budgets: vec![512],
         ks: vec![5],
         progress: false,
+        packing_baselines: false,
         ..RunOptions::default()
     };
     let models = models(None);

@@ -279,6 +279,7 @@ fn run_options(args: &BenchArgs, out: PathBuf, reader_sample: Option<usize>) -> 
         trace: args.trace,
         keep_memories: !args.no_keep_memories,
         shard: args.shard,
+        packing_baselines: !args.no_baselines,
         ..RunOptions::default()
     }
 }

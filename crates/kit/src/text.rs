@@ -3,7 +3,7 @@
 //! sorted set of them ([`query_terms`]). [`crate::bm25`] indexes with these,
 //! and substrates use them wherever they match text by words (keywords,
 //! entity hits, excerpt pieces), so every lexical match in the workspace cuts
-//! words the same way.
+//! words the same way; the stop list is the one thing a ranker chooses.
 //!
 //! [`StopWords`] names the lists a ranker can choose from. BM25 over
 //! conversations wants the broad [`StopWords::English`] list: question words

@@ -166,6 +166,7 @@ pub fn bench<'py>(
         out: dir.clone(),
         progress,
         keep_memories: out.is_some(),
+        packing_baselines: baselines,
         ..RunOptions::default()
     };
     opts.validate().map_err(bench_err)?;

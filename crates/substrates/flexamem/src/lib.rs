@@ -27,7 +27,8 @@
 //! - **Recovery.** Unit recovery (agents): seeds by cosine, `g(j)` over
 //!   links and time neighbours, fit-or-degrade over record ≺ excerpt ≺ raw
 //!   ([`submem_kit::fit`], which other substrates use too). Piece recovery
-//!   (readers): every piece ranked by BM25 (or dense, or hybrid), shown after
+//!   (readers): every piece ranked by BM25 and dense similarity fused (or
+//!   either alone: `piece_ranking`), shown after
 //!   the timeline grouped by unit with `[…]` marks.
 //! - **Budget.** `B̄ = 0.95·B`, `A = B̄ − |P| − |W|`; the recent window `W`
 //!   (agents) is rendered raw *inside* the recall, after memory, so
@@ -97,7 +98,8 @@
 //! (2k: the ranking, not the room, is what loses evidence at small budgets,
 //! where `m1-fill`'s turn ranking still does better). ρ = 0.1 was marginally
 //! higher but compresses the timeline further (more merges, which cost LLM
-//! calls with an LLM writer); 0.15 is the measured default. Unit recovery
+//! calls with an LLM writer); 0.15 was the default measured here, since lowered
+//! to 0.05 with a turn's κ of 128 and hybrid piece ranking (the sweep below). Unit recovery
 //! (agents) keeps ρ = 0.5 and hybrid ranking: the agentic regime was not
 //! re-measured.
 //!

@@ -21,7 +21,9 @@
 //!   gives low-level (entity) and high-level (theme) keywords; low-level
 //!   keywords match entities, high-level ones match relations, the question
 //!   matches chunks; the matched items' relations, ends and source chunks are
-//!   gathered; the three chunk lists are fused by reciprocal rank fusion; the
+//!   gathered; the chunk lists (from entities, from relations, dense, and BM25
+//!   when `lexical_chunks` is on, the default) are fused by reciprocal rank
+//!   fusion; the
 //!   block is rendered under the budget: entity and relation descriptions
 //!   compactly (truncated, within [`GraphConfig::graph_share`]), chunks
 //!   verbatim in time order. [`Recall::sources`](submem_core::Recall) lists

@@ -1,7 +1,8 @@
 //! The read path (LightRAG's *mix* mode): low-level keywords match entities,
 //! high-level keywords match relations, the question matches chunks; the
-//! matched items' neighbourhoods and source chunks are gathered; the three
-//! chunk lists (from entities, from relations, dense) are merged by
+//! matched items' neighbourhoods and source chunks are gathered; the chunk
+//! lists (from entities, from relations, dense, and BM25 when
+//! `lexical_chunks` is on, the default) are merged by
 //! reciprocal rank fusion; the result is rendered under the budget —
 //! entity and relation descriptions compactly (truncated), chunks verbatim,
 //! in time order.
