@@ -20,8 +20,8 @@ causes is that factor's share of the gap:
 
 Needs ``pip install rank_bm25 numpy scikit-learn``. Example::
 
-    python3 scripts/peers/bm25_peer.py --locomo ../shared/data/locomo-conv26.json \
-        --longmemeval ../shared/data/longmemeval-oracle-2.json
+    python3 scripts/peers/bm25_peer.py --locomo locomo10.json \
+        --longmemeval longmemeval_oracle.json
 """
 
 import argparse

@@ -1,6 +1,6 @@
 //! # submem-flat
 //!
-//! The two flat substrates of *Harness the Memory* (`shared/seeds/004_…`),
+//! The two flat substrates of *Harness the Memory* (specified in `docs/METHODS.md`),
 //! the floor every other substrate is measured against: they store each turn
 //! or step as one unit, make no LLM call, and have no management beyond
 //! compacting what was forgotten.

@@ -1,8 +1,8 @@
 //! # submem-flexamem: FlexA-Mem
 //!
 //! A write-once store rendered anew at every call under a token budget,
-//! following *FlexA-Mem* (`shared/seeds/000_3115522519bd6dff.txt`: Section 3,
-//! Algorithm 1 and Appendix A).
+//! following the *FlexA-Mem* paper (its Section 3, Algorithm 1 and Appendix
+//! A; our specification is `docs/METHODS.md`).
 //!
 //! - **Units.** Agent steps are packed into units of up to 1,000 tokens;
 //!   conversations are cut per session at turns of the session's opening
@@ -106,7 +106,7 @@
 //! ## The defaults, cross-validated, against packing (earlier round)
 //! Those defaults were chosen on conv-26 alone, so they were checked on data
 //! they were not chosen on: conv-30 (105 questions), the two LongMemEval
-//! oracle questions in `shared/data` and the default synthetic set, beside
+//! oracle questions of its public release and the default synthetic set, beside
 //! the hybrid fill (`hybrid-fill`: MiniLM and BM25 rankings of whole turns
 //! fused by reciprocal rank, packed until the budget is spent). Whole-turn
 //! coverage at 2k / 4k / 8k (`--reader none --memory-llm none`; synthetic:

@@ -1,7 +1,7 @@
 //! # submem-graph: M5, the dual-level graph (LightRAG)
 //!
-//! A memory substrate following *Harness the Memory* §M5
-//! (`shared/seeds/004_ce452762f3e0d7a5.txt`), which runs LightRAG
+//! A memory substrate following *Harness the Memory*'s M5 (specified in
+//! `docs/METHODS.md`), which runs LightRAG
 //! (Guo et al., 2024) as a structural memory.
 //!
 //! - **Write.** Each write is cut into chunks of about

@@ -27,7 +27,7 @@ pub struct NotesConfig {
     /// `--top-k`, 10 by default).
     pub top_k: Option<usize>,
     /// Links each new note makes to its most similar earlier notes (cosine
-    /// of the note embeddings). Default 3, as in the brief of this crate;
+    /// of the note embeddings). Default 3, as `docs/METHODS.md` specifies;
     /// A-Mem's reference looks at 5 neighbours.
     pub links: usize,
     /// Linked notes a read adds per seed (most similar to the query first).

@@ -1,7 +1,7 @@
 //! # submem-notes: M4 evolving notes (A-Mem)
 //!
-//! *Harness the Memory* (`shared/seeds/004_…`, §M4, following A-Mem, Xu et
-//! al. 2025): every unit (a turn or a step) gets a note, notes link to their
+//! *Harness the Memory*'s M4 (specified in `docs/METHODS.md`), following
+//! A-Mem (Xu et al. 2025): every unit (a turn or a step) gets a note, notes link to their
 //! nearest neighbours, and new notes make the LLM rewrite close neighbours.
 //!
 //! - **Write** ([`note`]): one LLM call per unit writes a JSON note (context

@@ -1,6 +1,7 @@
 //! # submem-raptor: M6, the hierarchical tree (RAPTOR)
 //!
-//! Follows *Harness the Memory* §M6 (`shared/seeds/004_…txt`, Appendix B.1)
+//! Follows *Harness the Memory*'s M6 (its Appendix B.1; our specification is
+//! `docs/METHODS.md`)
 //! and the RAPTOR paper it implements (Sarthi et al., ICLR 2024).
 //!
 //! - **Write.** Events are packed into leaves of about 100 tokens

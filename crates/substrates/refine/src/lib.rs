@@ -1,7 +1,7 @@
 //! # submem-refine
 //!
-//! The refinement family of *Harness the Memory* (`shared/seeds/004_…`,
-//! M7 and M8): memory made of experience refined by an LLM rather than of
+//! The refinement family of *Harness the Memory* (M7 and M8,
+//! specified in `docs/METHODS.md`): memory made of experience refined by an LLM rather than of
 //! the history itself.
 //!
 //! - [`StrategyBank`] (**M7**, distilled strategies, after ReasoningBank):

@@ -1,5 +1,5 @@
 //! **M8, skill bundles** (MemSkill with a zero-shot controller,
-//! `shared/seeds/004_…` M8): experiences (every step, or turn, embedded) are
+//! *Harness the Memory*'s M8, specified in `docs/METHODS.md`): experiences (every step, or turn, embedded) are
 //! grouped into bundles and one LLM call per bundle writes its skill. A read
 //! prefills every skill that fits the budget, most relevant first (cosine of
 //! the query to the bundle's centroid), and leaves the choice to the reader:

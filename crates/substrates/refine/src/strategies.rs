@@ -1,4 +1,5 @@
-//! **M7, distilled strategies** (ReasoningBank, `shared/seeds/004_…` M7):
+//! **M7, distilled strategies** (ReasoningBank, *Harness the Memory*'s M7,
+//! specified in `docs/METHODS.md`):
 //! every finished episode is judged and distilled into 1–3 strategies
 //! ([`crate::distill`]); strategies are embedded and a read shows the dense
 //! top-1 (settable) for the query. `manage` merges near-duplicate strategies
@@ -7,7 +8,7 @@
 //! it shows all their source ids.
 //!
 //! Deviations: ReasoningBank only adds items (consolidation is future work
-//! there); the merge is the spec's manage step. Each episode's own strategies
+//! there); the merge is the manage step of `docs/METHODS.md`. Each episode's own strategies
 //! are archived apart from the merged bank, so forgetting an event drops the
 //! strategies of its episode (at once; the episode is re-distilled from its
 //! remaining events by the next `manage`) and splits merged entries it fed
