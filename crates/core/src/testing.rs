@@ -1,11 +1,12 @@
 //! The conformance suite every substrate crate runs (feature `testing`).
 //!
-//! [`run_conformance`] builds fresh instances through a factory and checks the
+//! [`run_conformance`] builds fresh instances through a closure and checks the
 //! contract of [`Substrate`]: write-then-read finds what was written, budgets
 //! are never exceeded and token counts are exact, empty history and empty
 //! queries behave, namespaces never leak, persistence round-trips, a foreign
 //! directory is refused, duplicates are refused, and forgotten events never
-//! come back.
+//! come back. A plugin's test is one line: [`factory_conformance`] runs it
+//! on what a [`SubstrateFactory`] builds from `key=value` settings.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -23,6 +24,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
+use crate::plugin::{BuildContext, SubstrateFactory};
 use crate::{
     Event, Forget, Namespace, Query, Regime, Services, Step, Substrate, TokenCounter, Turn,
 };
@@ -190,6 +192,54 @@ async fn check_budget(s: &dyn Substrate, counter: &dyn TokenCounter, q: &Query) 
         "{}: Recall::tokens must equal the counter's count of Recall::text",
         s.info().method
     );
+}
+
+/// The whole suite on the substrate `factory` builds from `settings`
+/// (`key=value` pairs, read and checked first) on
+/// [`test_services`](crate::test_utils::test_services) without an LLM: a
+/// plugin's conformance test in one line.
+///
+/// ```no_run
+/// # fn my_factory() -> submem_core::plugin::SubstrateFactory { unimplemented!() }
+/// # async fn conformance() {
+/// submem_core::testing::factory_conformance(&my_factory(), &[("max_events", "32")]).await;
+/// # }
+/// ```
+pub async fn factory_conformance(factory: &SubstrateFactory, settings: &[(&str, &str)]) {
+    factory_conformance_with(
+        factory,
+        settings,
+        crate::test_utils::test_services(None),
+        ConformanceOptions::default(),
+    )
+    .await;
+}
+
+/// [`factory_conformance`] with the services (an LLM, a real embedder) and
+/// options given.
+pub async fn factory_conformance_with(
+    factory: &SubstrateFactory,
+    settings: &[(&str, &str)],
+    services: Services,
+    opts: ConformanceOptions,
+) {
+    let name = factory.name().to_string();
+    let settings = factory
+        .settings_from_strs(settings)
+        .unwrap_or_else(|e| panic!("{name}: settings refused: {e}"));
+    let factory = factory.clone();
+    let counter = services.tokens.clone();
+    run_conformance(
+        move || -> Box<dyn Substrate> {
+            let built = factory
+                .build(&BuildContext::new(services.clone()), &settings)
+                .unwrap_or_else(|e| panic!("{name}: the factory must build: {e}"));
+            Box::new(built)
+        },
+        counter,
+        opts,
+    )
+    .await;
 }
 
 /// [`run_conformance`] for substrates built on one set of services: `make`

@@ -42,8 +42,9 @@
 //!     });
 //! let parsed = factory.settings_from_pairs(&[("keep".into(), "3".into())])?;
 //! factory.check(&parsed)?;
+//! // Reading refuses unknown keys and ill-typed values; `check` adds the rules.
 //! assert!(factory.check(&factory.settings_from_pairs(&[("keep".into(), "0".into())])?).is_err());
-//! let err = factory.check(&factory.settings_from_pairs(&[("kept".into(), "1".into())])?).unwrap_err();
+//! let err = factory.settings_from_pairs(&[("kept".into(), "1".into())]).unwrap_err();
 //! assert!(err.to_string().contains("unknown setting `kept`"), "{err}");
 //! assert_eq!(factory.describe().settings[0].default, serde_json::json!(8));
 //! # Ok::<(), submem_core::Error>(())
@@ -190,6 +191,7 @@ impl<'a> BuildContext<'a> {
     }
 }
 
+type ReadFn = dyn Fn(&Settings) -> Result<()> + Send + Sync;
 type CheckFn = dyn Fn(&Settings, Option<&dyn MemberBuilder>) -> Result<()> + Send + Sync;
 type BuildFn = dyn Fn(&BuildContext<'_>, &Settings) -> Result<Arc<dyn Substrate>> + Send + Sync;
 
@@ -198,6 +200,7 @@ type BuildFn = dyn Fn(&BuildContext<'_>, &Settings) -> Result<Arc<dyn Substrate>
 #[derive(Clone)]
 pub struct SubstrateFactory {
     info: Arc<Descriptor>,
+    read: Arc<ReadFn>,
     check: Arc<CheckFn>,
     build: Arc<BuildFn>,
 }
@@ -329,8 +332,10 @@ impl SubstrateFactory {
 
     /// Turns `key=value` strings into [`Settings`], reading each value as the
     /// type its setting has (`3` as an integer, `true` as a boolean, an
-    /// enumerated value in any case). Unknown keys are kept, for
-    /// [`check`](Self::check) to refuse with the list of valid ones.
+    /// enumerated value in any case). An unknown key (refused with the list
+    /// of valid ones) or a value of the wrong type is an
+    /// error here; [`check`](Self::check) adds the substrate's own rules
+    /// (ranges, combinations, member names).
     pub fn settings_from_pairs(&self, pairs: &[(String, String)]) -> Result<Settings> {
         let mut out = Settings::new();
         for (key, raw) in pairs {
@@ -338,6 +343,7 @@ impl SubstrateFactory {
             let value = coerce(&self.info.schema, &key, raw.trim());
             out.insert(key, value);
         }
+        (self.read)(&out)?;
         Ok(out)
     }
 
@@ -454,6 +460,11 @@ impl<S: SubstrateSettings> TypedFactoryBuilder<S> {
         let schema = serde_json::to_value(schemars::schema_for!(S)).unwrap_or(Value::Null);
         let settings = setting_docs(&schema, &defaults);
         let name = head.name.clone();
+        let read_name = head.name.clone();
+        let read_defaults = defaults.clone();
+        let read = move |given: &Settings| -> Result<()> {
+            parse_settings::<S>(&read_name, &read_defaults, given).map(|_| ())
+        };
         let parse_defaults = defaults.clone();
         let parse = move |given: &Settings| -> Result<S> {
             let s: S = parse_settings(&name, &parse_defaults, given)?;
@@ -473,6 +484,7 @@ impl<S: SubstrateSettings> TypedFactoryBuilder<S> {
                 settings,
                 schema,
             }),
+            read: Arc::new(read),
             check: Arc::new(move |given, members| {
                 let s = check_parse(given)?;
                 extra_check(&s, members).map_err(|e| {
