@@ -24,6 +24,9 @@
 //! - **Limits**: body size, batch size, text size and budgets are checked
 //!   before any work, with JSON errors ([`error`]); substrates that call an
 //!   LLM write in background jobs ([`jobs`]).
+//! - **Inspector** ([`ui`]): a web page at `/ui`, embedded in the binary,
+//!   that lists namespaces, writes and forgets, and renders a namespace
+//!   under a budget through the same `/v1` API and keys.
 //!
 //! ```no_run
 //! # async fn run(services: submem_core::Services) -> Result<(), submem_server::ServerError> {
@@ -53,6 +56,7 @@ pub mod service;
 pub mod snapshot;
 pub mod storage;
 pub mod store;
+pub mod ui;
 
 pub use error::{Result, ServerError};
 

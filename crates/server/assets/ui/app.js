@@ -1,0 +1,307 @@
+// submem inspector: calls the /v1 API of the server that serves this page.
+// The bearer key lives only in sessionStorage (this tab) and is sent as
+// `Authorization: Bearer`; nothing else is stored.
+
+const $ = (id) => document.getElementById(id);
+const KEY = "submem.key";
+let current = null;
+
+function status(msg, error = false) {
+  const s = $("status");
+  s.textContent = msg;
+  s.className = error ? "status error" : "status";
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers["Authorization"] = "Bearer " + key;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await resp.json(); } catch (_) { data = null; }
+  if (!resp.ok) {
+    const e = data && data.error ? `${data.error.code}: ${data.error.message}` : `HTTP ${resp.status}`;
+    throw new Error(e);
+  }
+  return { status: resp.status, data };
+}
+
+const nsPath = (ns, rest = "") => "/v1/namespaces/" + encodeURIComponent(ns) + rest;
+
+function cell(tr, text) {
+  const td = document.createElement("td");
+  td.textContent = text === undefined || text === null ? "–" : String(text);
+  tr.appendChild(td);
+}
+
+async function refresh() {
+  try {
+    const { data } = await api("GET", "/v1/namespaces");
+    const body = $("ns-table").querySelector("tbody");
+    body.replaceChildren();
+    for (const ns of data.namespaces) {
+      const tr = document.createElement("tr");
+      tr.dataset.ns = ns.name;
+      if (ns.name === current) tr.className = "selected";
+      cell(tr, ns.name);
+      cell(tr, ns.substrate);
+      cell(tr, ns.events);
+      cell(tr, ns.log_bytes);
+      cell(tr, ns.created_unix ? new Date(ns.created_unix * 1000).toISOString().slice(0, 19) : null);
+      const td = document.createElement("td");
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = "Open";
+      b.setAttribute("aria-label", "Open " + ns.name);
+      b.addEventListener("click", () => select(ns.name));
+      td.appendChild(b);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    }
+    status(`${data.namespaces.length} namespace(s)`);
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+async function select(name) {
+  current = name;
+  $("current").textContent = name;
+  for (const tr of $("ns-table").querySelectorAll("tbody tr")) {
+    tr.className = tr.dataset.ns === name ? "selected" : "";
+  }
+  await showFootprint();
+}
+
+async function showFootprint() {
+  const dl = $("footprint");
+  dl.replaceChildren();
+  if (!current) return;
+  try {
+    const { data } = await api("GET", nsPath(current, "/footprint"));
+    for (const k of ["events", "log_bytes", "memory_bytes", "disk_bytes", "stored_tokens", "input_tokens"]) {
+      const dt = document.createElement("dt");
+      dt.textContent = k.replace("_", " ");
+      const dd = document.createElement("dd");
+      dd.textContent = data[k] === undefined ? "–" : String(data[k]);
+      dd.dataset.field = k;
+      dl.append(dt, dd);
+    }
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+function need() {
+  if (!current) throw new Error("open a namespace first");
+  return current;
+}
+
+async function waitJob(job) {
+  for (let i = 0; i < 600; i++) {
+    const { data } = await api("GET", "/v1/jobs/" + encodeURIComponent(job));
+    if (data.status && data.status !== "queued" && data.status !== "running") return data;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return { status: "still running" };
+}
+
+function parseTurns(text, session) {
+  const events = [];
+  let i = 0;
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    const parts = line.split("|");
+    let id = null, speaker = "user", body = line;
+    if (parts.length >= 3) {
+      id = parts[0].trim(); speaker = parts[1].trim() || "user"; body = parts.slice(2).join("|");
+    } else if (parts.length === 2) {
+      speaker = parts[0].trim() || "user"; body = parts[1];
+    }
+    const ev = { kind: "turn", session_id: session, speaker, text: body.trim() };
+    ev.source_id = id || `${session}:${Date.now()}:${i}`;
+    events.push(ev);
+    i++;
+  }
+  return events;
+}
+
+async function write(ev) {
+  ev.preventDefault();
+  try {
+    const ns = need();
+    const events = parseTurns($("turns").value, $("session").value || "s1");
+    if (!events.length) throw new Error("no turns to write");
+    const { status: st, data } = await api("POST", nsPath(ns, "/events"), { events });
+    if (st === 202) {
+      status(`write queued as job ${data.job}…`);
+      const j = await waitJob(data.job);
+      status(`job ${data.job}: ${j.status}`);
+    } else {
+      status(`wrote ${data.events} event(s), ${data.units} unit(s)`);
+    }
+    $("turns").value = "";
+    await refresh();
+    await showFootprint();
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+// One block per source the recall names: the lines of the text that carry
+// its id, in the text's order; lines naming no source stay in a block of
+// their own, so the blocks together are the text exactly.
+function blocksOf(text, sources) {
+  const lines = text.split("\n");
+  const owner = lines.map((line) => {
+    const s = sources.find((h) => h.source_id && line.includes(h.source_id));
+    return s ? s.source_id : null;
+  });
+  const blocks = [];
+  for (let i = 0; i < lines.length; i++) {
+    const last = blocks[blocks.length - 1];
+    if (last && last.id === owner[i]) last.lines.push(lines[i]);
+    else blocks.push({ id: owner[i], lines: [lines[i]] });
+  }
+  const byId = new Map(sources.map((s) => [s.source_id, s]));
+  return blocks.map((b) => ({ ...b, hit: b.id ? byId.get(b.id) : null }));
+}
+
+async function read(ev) {
+  ev.preventDefault();
+  try {
+    const ns = need();
+    const budget = Number($("budget").value);
+    const t0 = performance.now();
+    const { data } = await api("POST", nsPath(ns, "/read"), { question: $("question").value, budget });
+    const wall = performance.now() - t0;
+    let meter = null;
+    try { meter = (await api("GET", nsPath(ns, "/meter"))).data; } catch (_) { meter = null; }
+    show(data, budget, wall, meter);
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+function show(data, budget, wall, meter) {
+  $("raw-text").textContent = data.text;
+  const pct = Math.min(100, (100 * data.tokens) / budget);
+  const bar = $("budget-bar");
+  bar.style.width = pct.toFixed(1) + "%";
+  bar.parentElement.setAttribute("aria-label", `budget use ${data.tokens} of ${budget} tokens`);
+  const calls = meter && meter.read ? JSON.stringify(meter.read.calls ?? meter.total_calls ?? "–") : "–";
+  $("read-facts").textContent =
+    `${data.tokens} / ${budget} tokens (${pct.toFixed(1)}%) · ${data.sources.length} source(s) · ` +
+    `server ${data.latency_ms.toFixed(1)} ms, page ${wall.toFixed(0)} ms · model calls (read) ${calls}`;
+  $("read-facts").dataset.tokens = String(data.tokens);
+  const ol = $("blocks");
+  const items = blocksOf(data.text, data.sources).map((b) => {
+    const li = document.createElement("li");
+    li.className = b.hit ? b.hit.resolution : "other";
+    const meta = document.createElement("div");
+    meta.className = "meta";
+    const words = b.lines.join("\n").split(/\s+/).filter(Boolean).length;
+    meta.textContent = b.hit
+      ? `${b.hit.source_id} · ${b.hit.resolution} · score ${Number(b.hit.score).toFixed(3)} · ~${words} words`
+      : `(no source id) · ~${words} words`;
+    const pre = document.createElement("pre");
+    pre.textContent = b.lines.join("\n");
+    li.append(meta, pre);
+    if (b.hit) li.dataset.source = b.hit.source_id;
+    return li;
+  });
+  ol.replaceChildren(...items);
+  ol.dataset.blocks = String(items.length);
+  status(`rendered ${data.tokens} tokens`);
+}
+
+async function forget(ev) {
+  ev.preventDefault();
+  try {
+    const ns = need();
+    const ids = $("forget-ids").value.split(",").map((s) => s.trim()).filter(Boolean);
+    if (!ids.length) throw new Error("no source ids to forget");
+    const { data } = await api("POST", nsPath(ns, "/forget"), { source_ids: ids });
+    status(`forgot ${data.forgotten} event(s)`);
+    await refresh();
+    await showFootprint();
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+async function manage() {
+  try {
+    const ns = need();
+    const { status: st, data } = await api("POST", nsPath(ns, "/manage"));
+    if (st === 202) {
+      const j = await waitJob(data.job);
+      status(`manage job ${data.job}: ${j.status}`);
+    } else {
+      status(`manage: changed ${data.changed}`);
+    }
+    await showFootprint();
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+async function remove() {
+  try {
+    const ns = need();
+    if (!window.confirm(`Delete namespace ${ns} and its history?`)) return;
+    await api("DELETE", nsPath(ns));
+    current = null;
+    $("current").textContent = "none selected";
+    $("footprint").replaceChildren();
+    status(`deleted ${ns}`);
+    await refresh();
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+async function create(ev) {
+  ev.preventDefault();
+  try {
+    const name = $("create-name").value.trim();
+    const substrate = $("create-substrate").value.trim();
+    await api("POST", "/v1/namespaces", { name, substrate });
+    status(`created ${name} (${substrate})`);
+    await refresh();
+    await select(name);
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+function init() {
+  $("key").value = sessionStorage.getItem(KEY) || "";
+  $("key-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const k = $("key").value.trim();
+    if (k) sessionStorage.setItem(KEY, k); else sessionStorage.removeItem(KEY);
+    refresh();
+  });
+  $("key-clear").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    $("key").value = "";
+    refresh();
+  });
+  $("ns-refresh").addEventListener("click", refresh);
+  $("create-form").addEventListener("submit", create);
+  $("write-form").addEventListener("submit", write);
+  $("forget-form").addEventListener("submit", forget);
+  $("manage").addEventListener("click", manage);
+  $("delete").addEventListener("click", remove);
+  $("read-form").addEventListener("submit", read);
+  $("budget").addEventListener("input", () => { $("budget-out").value = $("budget").value; });
+  refresh();
+}
+
+init();

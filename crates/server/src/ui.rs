@@ -1,0 +1,63 @@
+//! The web inspector at `/ui`: a page of plain HTML, CSS and vanilla
+//! JavaScript, embedded in the binary (no Node build), that calls the `/v1`
+//! JSON API from the browser.
+//!
+//! The page lists the caller's namespaces (substrate, events, footprint),
+//! writes turns, forgets, manages, and renders a namespace under a budget
+//! (the recall's text exactly as returned, its sources with resolution and
+//! score, the budget's use, latency and model calls). A bearer key typed
+//! into the page is kept only in the browser's `sessionStorage` and sent as
+//! `Authorization: Bearer`; the assets themselves need no key, and the page
+//! shows only what the API answers for that key.
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+/// The page.
+pub const INDEX_HTML: &str = include_str!("../assets/ui/index.html");
+/// The page's script (an ES module).
+pub const APP_JS: &str = include_str!("../assets/ui/app.js");
+/// The page's style sheet.
+pub const STYLE_CSS: &str = include_str!("../assets/ui/style.css");
+
+/// The paths this module serves, all `GET`, outside `/v1` and its keys.
+pub const PATHS: &[&str] = &["/ui", "/ui/", "/ui/app.js", "/ui/style.css"];
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn style_css() -> Response {
+    asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
+/// The `/ui` routes, to merge into the application's router.
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route("/ui", get(index))
+        .route("/ui/", get(index))
+        .route("/ui/app.js", get(app_js))
+        .route("/ui/style.css", get(style_css))
+}

@@ -1,0 +1,69 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The web inspector's assets at `/ui`: served without a key (the page asks
+//! for one and sends it to `/v1` itself) with their content types, while
+//! `/v1` still refuses the page's calls without a key; and every element the
+//! script looks up by id is on the page.
+
+mod common;
+
+use common::{call, start};
+use submem_server::config::ServerConfig;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServerConfig::new().with_key("alice", "alice-secret", &["alice"]);
+    let s = start(dir.path(), config).await;
+    for (path, kind, needle) in [
+        ("/ui", "text/html", "submem inspector"),
+        ("/ui/", "text/html", "/ui/app.js"),
+        ("/ui/app.js", "text/javascript", "sessionStorage"),
+        ("/ui/style.css", "text/css", ".render-box"),
+    ] {
+        let resp = s.client.get(s.url(path)).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+        let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with(kind), "{path}: {ct}");
+        assert!(
+            resp.headers().contains_key("content-security-policy"),
+            "{path}"
+        );
+        let body = resp.text().await.unwrap();
+        assert!(body.contains(needle), "{path} lacks {needle}");
+    }
+    let (st, _) = call(&s, "GET", "/v1/namespaces", None, None).await;
+    assert_eq!(st, 401);
+    let (st, body) = call(&s, "GET", "/v1/namespaces", Some("alice-secret"), None).await;
+    assert_eq!(st, 200, "{body}");
+    let (st, _) = call(&s, "GET", "/ui/nope.js", None, None).await;
+    assert_eq!(st, 404);
+    s.stop().await;
+}
+
+#[test]
+fn every_id_the_script_uses_is_on_the_page() {
+    let js = submem_server::ui::APP_JS;
+    let html = submem_server::ui::INDEX_HTML;
+    let mut seen = 0;
+    for part in js.split("$(\"").skip(1) {
+        let id = part.split('"').next().unwrap();
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "app.js looks up #{id}, which index.html lacks"
+        );
+        seen += 1;
+    }
+    assert!(seen > 20, "only {seen} lookups found");
+    // Every form control has a label.
+    for part in html
+        .split("<input id=\"")
+        .skip(1)
+        .chain(html.split("<textarea id=\"").skip(1))
+    {
+        let id = part.split('"').next().unwrap();
+        assert!(
+            html.contains(&format!("for=\"{id}\"")),
+            "#{id} has no <label for>"
+        );
+    }
+}
