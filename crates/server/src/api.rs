@@ -2,7 +2,8 @@
 //! [`crate::service`] and writes the answer. Errors are [`ServerError`]
 //! JSON.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -17,7 +18,7 @@ use crate::extract::{ApiJson, ApiPath};
 use crate::namespace::Submitted;
 use crate::service::AppState;
 use crate::service::{self, NamespaceInfo, ReadRequest, ReadResponse};
-use crate::Result;
+use crate::{Result, ServerError};
 
 pub use crate::service::MAX_K;
 
@@ -104,6 +105,36 @@ pub async fn write(
         }
         Submitted::Job(job) => Ok(job_accepted(&job)),
     }
+}
+
+/// The query of `GET /v1/namespaces/{ns}/events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Text to search for in source ids and contents (case-insensitive).
+    #[serde(default)]
+    pub q: String,
+    /// Matching events to skip.
+    #[serde(default)]
+    pub offset: usize,
+    /// Most events to answer (1–1000, default 100).
+    pub limit: Option<usize>,
+}
+
+/// `GET /v1/namespaces/{ns}/events?q=&offset=&limit=`: the live logged
+/// events, with a text search.
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiPath(name): ApiPath,
+    query: std::result::Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Json<Value>> {
+    let Query(q) = query.map_err(|e| ServerError::BadRequest(e.body_text()))?;
+    let limit = q.limit.unwrap_or(100);
+    let (total, events) = service::events(&state, &caller, &name, &q.q, q.offset, limit).await?;
+    Ok(Json(
+        json!({"total": total, "offset": q.offset, "events": events}),
+    ))
 }
 
 /// `POST /v1/namespaces/{ns}/read`.

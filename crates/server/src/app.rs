@@ -28,6 +28,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/namespaces"),
     ("get", "/v1/namespaces/{ns}"),
     ("delete", "/v1/namespaces/{ns}"),
+    ("get", "/v1/namespaces/{ns}/events"),
     ("post", "/v1/namespaces/{ns}/events"),
     ("post", "/v1/namespaces/{ns}/read"),
     ("post", "/v1/namespaces/{ns}/forget"),
@@ -43,7 +44,10 @@ pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/namespaces", get(api::list).post(api::create))
         .route("/v1/namespaces/{ns}", get(api::get).delete(api::delete))
-        .route("/v1/namespaces/{ns}/events", post(api::write))
+        .route(
+            "/v1/namespaces/{ns}/events",
+            get(api::events).post(api::write),
+        )
         .route("/v1/namespaces/{ns}/read", post(api::read))
         .route("/v1/namespaces/{ns}/forget", post(api::forget))
         .route("/v1/namespaces/{ns}/manage", post(api::manage))

@@ -484,6 +484,21 @@ impl NamespaceHandle {
             .map_err(|e| self.err(e))
     }
 
+    /// The live history from the log: every event written and not
+    /// forgotten, oldest first (what a fresh substrate would be given).
+    pub async fn live_events(&self) -> Result<Vec<Event>> {
+        let records = self.log.replay(0).await?;
+        Ok(
+            crate::log::live_history(records.into_iter().map(|(_, r)| r))
+                .into_iter()
+                .flat_map(|r| match r {
+                    LogRecord::Write { events } => events,
+                    LogRecord::Forget { .. } => Vec::new(),
+                })
+                .collect(),
+        )
+    }
+
     /// Events stored (written and not forgotten).
     pub async fn event_count(&self) -> usize {
         self.sources.lock().await.len()

@@ -128,7 +128,20 @@ pub fn document() -> Value {
                 "delete": op("Delete a namespace, its log and snapshots", ns, None,
                     json!({"200": ok("deleted", obj.clone()), "401": e, "404": e}), true)
             },
-            "/v1/namespaces/{ns}/events": {"post": op(
+            "/v1/namespaces/{ns}/events": {"get": {
+                "summary": "The namespace's live logged events (written, not forgotten), oldest first, filtered by a case-insensitive text search",
+                "parameters": [
+                    {"name": "ns", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "q", "in": "query", "required": false, "schema": {"type": "string"},
+                        "description": "keep events whose source id or content contains it (case-insensitive)"},
+                    {"name": "offset", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 0, "default": 0}},
+                    {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}],
+                "responses": {"200": ok("events", json!({"type": "object", "properties": {
+                    "total": {"type": "integer", "description": "events matching q"},
+                    "offset": {"type": "integer"},
+                    "events": {"type": "array", "items": {"type": "object", "description": "an event in the core shapes, as written"}}}})),
+                    "400": e, "401": e, "404": e}},
+                "post": op(
                 "Write a batch of events; durable (fsynced) before the answer. 202 with a job for substrates that call an LLM",
                 ns, Some(body(schema("WriteRequest"))),
                 json!({"200": ok("applied", schema("WriteReport")), "202": ok("queued as a job", schema("JobAccepted")),

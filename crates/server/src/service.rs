@@ -380,6 +380,42 @@ pub async fn read(
     })
 }
 
+/// Most events one `GET /v1/namespaces/{ns}/events` answers.
+pub const MAX_EVENTS_PAGE: usize = 1000;
+
+/// The live logged events of a namespace whose source id or content contains
+/// `q` (case-insensitive; all when empty), oldest first: the total matching
+/// and the page `offset..offset + limit`.
+pub async fn events(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    q: &str,
+    offset: usize,
+    limit: usize,
+) -> Result<(usize, Vec<Event>)> {
+    if limit == 0 || limit > MAX_EVENTS_PAGE {
+        return Err(ServerError::BadRequest(format!(
+            "limit must be 1..={MAX_EVENTS_PAGE}, got {limit}"
+        )));
+    }
+    let h = open(state, caller, name).await?;
+    let needle = q.to_lowercase();
+    let matching: Vec<Event> = h
+        .live_events()
+        .await?
+        .into_iter()
+        .filter(|e| {
+            needle.is_empty()
+                || e.source_id().to_lowercase().contains(&needle)
+                || e.content().to_lowercase().contains(&needle)
+        })
+        .collect();
+    let total = matching.len();
+    let page = matching.into_iter().skip(offset).take(limit).collect();
+    Ok((total, page))
+}
+
 /// Forgets events by source id; how many were stored.
 pub async fn forget(
     state: &AppState,

@@ -6,8 +6,106 @@
 
 mod common;
 
-use common::{call, start};
+use common::{call, start, turn};
+use serde_json::json;
 use submem_server::config::ServerConfig;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_route_lists_the_live_history_with_a_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServerConfig::new()
+        .with_key("alice", "a-key", &["alice"])
+        .with_key("bob", "b-key", &["bob"]);
+    let s = start(dir.path(), config).await;
+    let a = Some("a-key");
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces",
+        a,
+        Some(json!({"name": "alice", "substrate": "m2"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+    let events = json!({"events": [
+        turn("D1:0", "my violin teacher is Ingrid"),
+        turn("D1:1", "the cat is called Miso"),
+        turn("D1:2", "Ingrid moved to Lyon"),
+    ]});
+    let (st, body) = call(&s, "POST", "/v1/namespaces/alice/events", a, Some(events)).await;
+    assert_eq!(st, 200, "{body}");
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/alice/forget",
+        a,
+        Some(json!({"source_ids": ["D1:2"]})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+
+    let (st, body) = call(&s, "GET", "/v1/namespaces/alice/events", a, None).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["total"], 2, "{body}");
+    assert_eq!(body["events"][0]["source_id"], "D1:0", "{body}");
+    assert_eq!(
+        body["events"][1]["text"], "the cat is called Miso",
+        "{body}"
+    );
+
+    let (_, body) = call(&s, "GET", "/v1/namespaces/alice/events?q=INGRID", a, None).await;
+    assert_eq!(
+        body["total"], 1,
+        "the forgotten event is not listed: {body}"
+    );
+    assert_eq!(body["events"][0]["source_id"], "D1:0", "{body}");
+    let (_, body) = call(
+        &s,
+        "GET",
+        "/v1/namespaces/alice/events?offset=1&limit=1",
+        a,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (&body["total"], &body["offset"]),
+        (&json!(2), &json!(1)),
+        "{body}"
+    );
+    assert_eq!(body["events"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["events"][0]["source_id"], "D1:1", "{body}");
+
+    for bad in [
+        "?limit=0",
+        "?limit=5000",
+        "?offset=-1",
+        "?limit=x",
+        "?nope=1",
+    ] {
+        let (st, body) = call(
+            &s,
+            "GET",
+            &format!("/v1/namespaces/alice/events{bad}"),
+            a,
+            None,
+        )
+        .await;
+        assert_eq!(st, 400, "{bad}: {body}");
+        assert!(body["error"]["code"].is_string(), "{bad}: {body}");
+    }
+    let (st, _) = call(
+        &s,
+        "GET",
+        "/v1/namespaces/alice/events",
+        Some("b-key"),
+        None,
+    )
+    .await;
+    assert_eq!(st, 404, "another tenant's namespace is not found");
+    let (st, _) = call(&s, "GET", "/v1/namespaces/alice/events", None, None).await;
+    assert_eq!(st, 401);
+    s.stop().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {

@@ -71,6 +71,7 @@ async function refresh() {
 
 async function select(name) {
   current = name;
+  tlOffset = 0;
   $("current").textContent = name;
   for (const tr of $("ns-table").querySelectorAll("tbody tr")) {
     tr.className = tr.dataset.ns === name ? "selected" : "";
@@ -83,6 +84,7 @@ async function showFootprint() {
   dl.replaceChildren();
   if (!current) return;
   try {
+    timeline();
     const { data } = await api("GET", nsPath(current, "/footprint"));
     for (const k of ["events", "log_bytes", "memory_bytes", "disk_bytes", "stored_tokens", "input_tokens"]) {
       const dt = document.createElement("dt");
@@ -92,6 +94,32 @@ async function showFootprint() {
       dd.dataset.field = k;
       dl.append(dt, dd);
     }
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+const PAGE = 50;
+let tlOffset = 0;
+
+async function timeline() {
+  const body = $("tl-table").querySelector("tbody");
+  if (!current) { body.replaceChildren(); $("tl-count").value = ""; return; }
+  try {
+    const q = new URLSearchParams({ q: $("tl-q").value, offset: String(tlOffset), limit: String(PAGE) });
+    const { data } = await api("GET", nsPath(current, "/events?" + q));
+    body.replaceChildren(...data.events.map((e, i) => {
+      const tr = document.createElement("tr");
+      cell(tr, data.offset + i + 1);
+      cell(tr, e.source_id);
+      cell(tr, e.kind);
+      cell(tr, e.session_id);
+      cell(tr, e.text ?? e.observation ?? e.content ?? JSON.stringify(e));
+      return tr;
+    }));
+    const last = Math.min(data.total, data.offset + data.events.length);
+    $("tl-count").value = `${data.total ? data.offset + 1 : 0}–${last} of ${data.total}`;
+    $("tl-count").dataset.total = String(data.total);
   } catch (e) {
     status(e.message, true);
   }
@@ -300,6 +328,12 @@ function init() {
   $("manage").addEventListener("click", manage);
   $("delete").addEventListener("click", remove);
   $("read-form").addEventListener("submit", read);
+  $("tl-form").addEventListener("submit", (ev) => { ev.preventDefault(); tlOffset = 0; timeline(); });
+  $("tl-prev").addEventListener("click", () => { tlOffset = Math.max(0, tlOffset - PAGE); timeline(); });
+  $("tl-next").addEventListener("click", () => {
+    const total = Number($("tl-count").dataset.total || 0);
+    if (tlOffset + PAGE < total) { tlOffset += PAGE; timeline(); }
+  });
   $("budget").addEventListener("input", () => { $("budget-out").value = $("budget").value; });
   refresh();
 }
