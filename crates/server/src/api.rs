@@ -196,3 +196,16 @@ pub async fn job(
 ) -> Result<Json<crate::jobs::Job>> {
     Ok(Json(service::job(&state, &caller, &id)?))
 }
+
+/// `POST /v1/namespaces/{ns}/compare`: the namespace rendered by several
+/// substrates for one question and budget.
+pub async fn compare(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiPath(name): ApiPath,
+    ApiJson(req): ApiJson<crate::compare::CompareRequest>,
+) -> Result<Json<Value>> {
+    Ok(Json(
+        crate::compare::compare(&state, &caller, &name, &req).await?,
+    ))
+}

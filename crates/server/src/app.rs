@@ -31,6 +31,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/namespaces/{ns}/events"),
     ("post", "/v1/namespaces/{ns}/events"),
     ("post", "/v1/namespaces/{ns}/read"),
+    ("post", "/v1/namespaces/{ns}/compare"),
     ("post", "/v1/namespaces/{ns}/forget"),
     ("post", "/v1/namespaces/{ns}/manage"),
     ("get", "/v1/namespaces/{ns}/footprint"),
@@ -49,6 +50,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(api::events).post(api::write),
         )
         .route("/v1/namespaces/{ns}/read", post(api::read))
+        .route("/v1/namespaces/{ns}/compare", post(api::compare))
         .route("/v1/namespaces/{ns}/forget", post(api::forget))
         .route("/v1/namespaces/{ns}/manage", post(api::manage))
         .route("/v1/namespaces/{ns}/footprint", get(api::footprint))

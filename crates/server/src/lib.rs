@@ -42,6 +42,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod compare;
 pub mod config;
 pub mod error;
 pub mod extract;
@@ -130,6 +131,7 @@ impl Server {
             metrics: Metrics::default(),
             started: Instant::now(),
             forwarder,
+            compare: Default::default(),
         });
         tokio::spawn(close_idle_namespaces(Arc::downgrade(&state)));
         Ok(Server { state })

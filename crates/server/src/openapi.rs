@@ -99,6 +99,27 @@ fn components() -> Value {
     })
 }
 
+/// The body of `POST /v1/namespaces/{ns}/compare`.
+fn compare_request() -> Value {
+    json!({"type": "object", "required": ["substrates", "question", "budget"], "properties": {
+        "substrates": {"type": "array", "minItems": 1, "maxItems": 4,
+            "items": {"oneOf": [{"type": "string"}, {"type": "object"}]}},
+        "question": {"type": "string"}, "budget": {"type": "integer", "minimum": 256},
+        "gold": {"type": "array", "items": {"type": "string"}}, "k": {"type": "integer", "minimum": 1}}})
+}
+
+/// Its answer.
+fn compare_response() -> Value {
+    let gold = json!({"type": "array", "items": {"type": "object", "properties": {
+        "source_id": {"type": "string"}, "shown": {"type": "boolean"}, "whole": {"type": "boolean"}}}});
+    let result = json!({"type": "object", "properties": {
+        "substrate": {"type": "string"}, "text": {"type": "string"}, "tokens": {"type": "integer"},
+        "sources": {"type": "array"}, "latency_ms": {"type": "number"}, "build_ms": {"type": "number"},
+        "gold": gold}});
+    json!({"type": "object", "properties": {"namespace": {"type": "string"},
+        "budget": {"type": "integer"}, "results": {"type": "array", "items": result}}})
+}
+
 /// The document.
 pub fn document() -> Value {
     let ns = &["ns"];
@@ -148,6 +169,11 @@ pub fn document() -> Value {
                     "400": e, "401": e, "404": e, "409": e, "413": e}), true)},
             "/v1/namespaces/{ns}/read": {"post": op("Recall memory under a token budget", ns, Some(body(schema("ReadRequest"))),
                 json!({"200": ok("recall", schema("ReadResponse")), "400": e, "401": e, "404": e, "413": e}), true)},
+            "/v1/namespaces/{ns}/compare": {"post": op(
+                "Render the namespace's live history with 1 to 4 substrates (built from the registry, cached per namespace, spec and log length) for one question and budget; gold source ids are marked where each shows them",
+                ns, Some(body(compare_request())),
+                json!({"200": ok("one recall per substrate", compare_response()),
+                    "400": e, "401": e, "404": e, "413": e}), true)},
             "/v1/namespaces/{ns}/forget": {"post": op("Forget events by source id (durable)", ns, Some(body(schema("ForgetRequest"))),
                 json!({"200": ok("forgotten", json!({"type": "object", "properties": {"forgotten": {"type": "integer"}}})),
                     "400": e, "401": e, "404": e, "413": e}), true)},

@@ -39,6 +39,8 @@ pub struct AppState {
     /// How this node reaches the others (PostgreSQL store with several
     /// nodes); `None` for the file store.
     pub forwarder: Option<Forwarder>,
+    /// Substrates built for side-by-side comparisons ([`crate::compare`]).
+    pub compare: crate::compare::CompareCache,
 }
 
 /// Largest `k` a read may ask for.
@@ -161,6 +163,30 @@ pub async fn info_of(
     info
 }
 
+/// A substrate spec from the API's JSON: `"m2"`, `"flexa:rho=0.2"` or
+/// `{"name": "flexa", "settings": {"rho": 0.2}}`.
+pub fn spec_of(substrate: &Value) -> Result<submem::registry::SubstrateSpec> {
+    Ok(match substrate {
+        Value::String(s) => spec_from_json(s, None)?,
+        Value::Object(m) => {
+            let name = m.get("name").and_then(Value::as_str).ok_or_else(|| {
+                ServerError::BadSubstrate("substrate object needs a string `name`".into())
+            })?;
+            if let Some(k) = m.keys().find(|k| *k != "name" && *k != "settings") {
+                return Err(ServerError::BadSubstrate(format!(
+                    "unknown field {k:?} in substrate (expected name, settings)"
+                )));
+            }
+            spec_from_json(name, m.get("settings"))?
+        }
+        other => {
+            return Err(ServerError::BadSubstrate(format!(
+                "substrate must be a string such as \"m2\" or an object {{name, settings}}, got {other}"
+            )))
+        }
+    })
+}
+
 /// Creates a namespace; `substrate` is `"m2"`, `"flexa:rho=0.2"` or
 /// `{"name": "flexa", "settings": {"rho": 0.2}}`.
 pub async fn create(
@@ -180,25 +206,7 @@ pub async fn create(
                 .join(" or ")
         )));
     }
-    let spec = match substrate {
-        Value::String(s) => spec_from_json(s, None)?,
-        Value::Object(m) => {
-            let name = m.get("name").and_then(Value::as_str).ok_or_else(|| {
-                ServerError::BadSubstrate("substrate object needs a string `name`".into())
-            })?;
-            if let Some(k) = m.keys().find(|k| *k != "name" && *k != "settings") {
-                return Err(ServerError::BadSubstrate(format!(
-                    "unknown field {k:?} in substrate (expected name, settings)"
-                )));
-            }
-            spec_from_json(name, m.get("settings"))?
-        }
-        other => {
-            return Err(ServerError::BadSubstrate(format!(
-                "substrate must be a string such as \"m2\" or an object {{name, settings}}, got {other}"
-            )))
-        }
-    };
+    let spec = spec_of(substrate)?;
     let meta = state.store.create(name, spec).await?;
     let mut info = info_of(state, &meta, None).await;
     // A new namespace is empty; say so without opening it.

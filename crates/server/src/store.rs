@@ -203,6 +203,12 @@ impl Store {
         Ok((Arc::new(metered), background))
     }
 
+    /// A fresh metered instance of `spec` with this store's services, bound
+    /// to no namespace (side-by-side comparisons build these).
+    pub fn build_detached(&self, spec: &SubstrateSpec) -> Result<Arc<Metered>> {
+        self.build(spec).map(|(s, _)| s).map_err(|e| self.redact(e))
+    }
+
     fn policy(&self) -> SnapshotPolicy {
         SnapshotPolicy {
             every_records: self.config.snapshot_every,

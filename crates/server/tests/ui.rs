@@ -165,3 +165,116 @@ fn every_id_the_script_uses_is_on_the_page() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_renders_one_history_with_several_substrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), ServerConfig::new()).await;
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces",
+        None,
+        Some(json!({"name": "n", "substrate": "m2"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+    let mut events = Vec::new();
+    for i in 0..30 {
+        events.push(turn(
+            &format!("D1:{i}"),
+            &format!("filler turn number {i} about the weather"),
+        ));
+    }
+    events.push(turn("D1:30", "my violin teacher is Ingrid"));
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/events",
+        None,
+        Some(json!({"events": events})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let req = json!({"substrates": ["m2", "m1-fill"], "question": "who is my violin teacher",
+        "budget": 256, "gold": ["D1:30", "nope"]});
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/compare",
+        None,
+        Some(req.clone()),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{body}");
+    assert_eq!(results[0]["substrate"], "m2");
+    assert_eq!(results[1]["substrate"], "m1-fill");
+    for r in results {
+        assert!(r["tokens"].as_u64().unwrap() <= 256, "{r}");
+        assert!(r["text"].as_str().unwrap().contains("Ingrid"), "{r}");
+        assert_eq!(r["gold"][0]["shown"], true, "{r}");
+        assert_eq!(r["gold"][1]["shown"], false, "{r}");
+    }
+    // The same history again: served from the cache, as the namespace's read.
+    let (_, again) = call(&s, "POST", "/v1/namespaces/n/compare", None, Some(req)).await;
+    assert_eq!(again["results"][0]["build_ms"], 0.0, "{again}");
+    assert_eq!(again["results"][0]["text"], body["results"][0]["text"]);
+    let (_, own) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/read",
+        None,
+        Some(json!({"question": "who is my violin teacher", "budget": 256})),
+    )
+    .await;
+    assert_eq!(
+        own["text"], body["results"][0]["text"],
+        "m2 rebuilt reads as the namespace does"
+    );
+
+    for (bad, code) in [
+        (
+            json!({"substrates": ["nosuch"], "question": "q", "budget": 512}),
+            400,
+        ),
+        (
+            json!({"substrates": [], "question": "q", "budget": 512}),
+            400,
+        ),
+        (
+            json!({"substrates": ["m2", "m2", "m2", "m2", "m2"], "question": "q", "budget": 512}),
+            400,
+        ),
+        (
+            json!({"substrates": ["m2"], "question": "q", "budget": 1}),
+            400,
+        ),
+        (
+            json!({"substrates": ["m2"], "question": "q", "budget": 512, "extra": 1}),
+            400,
+        ),
+    ] {
+        let (st, body) = call(
+            &s,
+            "POST",
+            "/v1/namespaces/n/compare",
+            None,
+            Some(bad.clone()),
+        )
+        .await;
+        assert_eq!(st, code, "{bad}: {body}");
+        assert!(body["error"]["code"].is_string(), "{bad}: {body}");
+    }
+    let (st, _) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/absent/compare",
+        None,
+        Some(json!({"substrates": ["m2"], "question": "q", "budget": 512})),
+    )
+    .await;
+    assert_eq!(st, 404);
+    s.stop().await;
+}

@@ -308,6 +308,55 @@ async function create(ev) {
   }
 }
 
+async function compare(ev) {
+  ev.preventDefault();
+  const grid = $("cmp-grid");
+  try {
+    const ns = need();
+    const list = (id) => $(id).value.split(",").map((x) => x.trim()).filter(Boolean);
+    const gold = list("cmp-gold");
+    const body = {
+      substrates: list("cmp-substrates"),
+      question: $("cmp-question").value,
+      budget: Number($("cmp-budget").value),
+      gold,
+    };
+    status("comparing…");
+    const { data } = await api("POST", nsPath(ns, "/compare"), body);
+    grid.replaceChildren(...data.results.map((r) => {
+      const col = document.createElement("div");
+      col.className = "cmp-col";
+      col.dataset.substrate = r.substrate;
+      const h = document.createElement("h3");
+      h.textContent = r.substrate;
+      const facts = document.createElement("p");
+      facts.className = "meta";
+      facts.textContent = `${r.tokens} / ${data.budget} tokens · ${r.sources.length} source(s) · read ${r.latency_ms.toFixed(1)} ms` +
+        (r.build_ms ? ` · built in ${r.build_ms.toFixed(0)} ms` : " · cached");
+      const ul = document.createElement("ul");
+      ul.className = "gold-list";
+      for (const g of r.gold) {
+        const li = document.createElement("li");
+        li.textContent = `${g.source_id}: ${g.shown ? (g.whole ? "shown whole" : "shown as " + g.resolution) : "not shown"}`;
+        li.dataset.shown = String(g.shown);
+        ul.appendChild(li);
+      }
+      const text = document.createElement("div");
+      for (const line of r.text.split("\n")) {
+        const d = document.createElement("div");
+        d.className = gold.some((g) => line.includes(g)) ? "line gold" : "line";
+        d.textContent = line;
+        text.appendChild(d);
+      }
+      col.append(h, facts, ul, text);
+      return col;
+    }));
+    status(`compared ${data.results.length} substrate(s)`);
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
 function init() {
   $("key").value = sessionStorage.getItem(KEY) || "";
   $("key-form").addEventListener("submit", (ev) => {
@@ -328,6 +377,7 @@ function init() {
   $("manage").addEventListener("click", manage);
   $("delete").addEventListener("click", remove);
   $("read-form").addEventListener("submit", read);
+  $("cmp-form").addEventListener("submit", compare);
   $("tl-form").addEventListener("submit", (ev) => { ev.preventDefault(); tlOffset = 0; timeline(); });
   $("tl-prev").addEventListener("click", () => { tlOffset = Math.max(0, tlOffset - PAGE); timeline(); });
   $("tl-next").addEventListener("click", () => {
