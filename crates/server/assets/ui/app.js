@@ -389,3 +389,154 @@ function init() {
 }
 
 init();
+
+// ---- Bench report viewer: summary.json (+ items.jsonl) chosen in the page.
+
+const SVG = "http://www.w3.org/2000/svg";
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+let report = { runs: [], items: [] };
+
+function el(name, attrs = {}, text) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+function colors(runs) {
+  const names = [...new Set(runs.map((r) => r.substrate))];
+  return new Map(names.map((n, i) => [n, PALETTE[i % PALETTE.length]]));
+}
+
+function axes(svg, W, H, m, xlabel, ylabel, xticks, yticks) {
+  svg.appendChild(el("line", { x1: m, y1: H - m, x2: W - 10, y2: H - m, stroke: "#333" }));
+  svg.appendChild(el("line", { x1: m, y1: 10, x2: m, y2: H - m, stroke: "#333" }));
+  for (const [x, label] of xticks) {
+    svg.appendChild(el("text", { x, y: H - m + 14, "text-anchor": "middle", "font-size": 10 }, label));
+  }
+  for (const [y, label] of yticks) {
+    svg.appendChild(el("text", { x: m - 4, y: y + 3, "text-anchor": "end", "font-size": 10 }, label));
+    svg.appendChild(el("line", { x1: m, y1: y, x2: W - 10, y2: y, stroke: "#eee" }));
+  }
+  svg.appendChild(el("text", { x: (W + m) / 2, y: H - 4, "text-anchor": "middle", "font-size": 11 }, xlabel));
+  svg.appendChild(el("text", { x: 12, y: H / 2, "text-anchor": "middle", "font-size": 11, transform: `rotate(-90 12 ${H / 2})` }, ylabel));
+}
+
+function drawCoverage(runs, col) {
+  const W = 450, H = 300, m = 40;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "coverage against budget" });
+  const budgets = [...new Set(runs.map((r) => r.budget))].sort((a, b) => a - b);
+  const lb = budgets.map((b) => Math.log2(b));
+  const lo = Math.min(...lb), hi = Math.max(...lb);
+  const X = (b) => m + (hi === lo ? 0.5 : (Math.log2(b) - lo) / (hi - lo)) * (W - m - 20);
+  const Y = (v) => H - m - v * (H - m - 15);
+  axes(svg, W, H, m, "budget (tokens)", "share of gold turns",
+    budgets.map((b) => [X(b), String(b)]), [0, 0.25, 0.5, 0.75, 1].map((v) => [Y(v), v.toFixed(2)]));
+  for (const [name, c] of col) {
+    const rs = runs.filter((r) => r.substrate === name).sort((a, b) => a.budget - b.budget);
+    for (const [key, dash] of [["evidence_coverage", ""], ["evidence_partial", "4 3"]]) {
+      const pts = rs.filter((r) => num(r.metrics[key]) !== null).map((r) => `${X(r.budget)},${Y(r.metrics[key])}`);
+      if (pts.length) svg.appendChild(el("polyline", { points: pts.join(" "), fill: "none", stroke: c, "stroke-width": 2, "stroke-dasharray": dash }));
+      for (const r of rs) {
+        const v = num(r.metrics[key]);
+        if (v !== null) svg.appendChild(el("circle", { cx: X(r.budget), cy: Y(v), r: 2.5, fill: c }));
+      }
+    }
+  }
+  return svg;
+}
+
+function drawScatter(runs, col, quality) {
+  const W = 450, H = 300, m = 40;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "group", "aria-label": "quality against read latency" });
+  const pts = runs.map((r) => ({ r, x: num(r.metrics.E4 && r.metrics.E4.p50), y: num(r.metrics[quality]) }))
+    .filter((p) => p.x !== null && p.y !== null);
+  const lx = pts.map((p) => Math.log10(Math.max(p.x, 1e-6)));
+  const lo = Math.floor(Math.min(...lx, -3)), hi = Math.ceil(Math.max(...lx, lo + 1));
+  const X = (s) => m + ((Math.log10(Math.max(s, 1e-6)) - lo) / (hi - lo)) * (W - m - 20);
+  const Y = (v) => H - m - Math.min(1, v) * (H - m - 15);
+  const xt = [];
+  for (let e = lo; e <= hi; e++) xt.push([m + ((e - lo) / (hi - lo)) * (W - m - 20), e >= 0 ? `${10 ** e} s` : `${(10 ** (e + 3)).toFixed(e < -3 ? 3 : 0)} ms`]);
+  axes(svg, W, H, m, "read latency p50 (log)", quality, xt, [0, 0.25, 0.5, 0.75, 1].map((v) => [Y(v), v.toFixed(2)]));
+  for (const p of pts) {
+    const c = el("circle", {
+      cx: X(p.x), cy: Y(p.y), r: 4 + Math.log2(p.r.budget / 256 + 1), fill: col.get(p.r.substrate), "fill-opacity": 0.75,
+      tabindex: 0, role: "button", "aria-label": `${p.r.substrate} at ${p.r.budget}: ${quality} ${p.y.toFixed(3)}, ${(p.x * 1000).toFixed(1)} ms`,
+    });
+    c.dataset.substrate = p.r.substrate;
+    c.dataset.budget = String(p.r.budget);
+    c.appendChild(el("title", {}, `${p.r.substrate} @ ${p.r.budget}`));
+    const pick = () => selectRun(p.r);
+    c.addEventListener("click", pick);
+    c.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); } });
+    svg.appendChild(c);
+  }
+  return svg;
+}
+
+function fmt(v) {
+  return typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : v === null || v === undefined ? "–" : String(v);
+}
+
+function selectRun(run) {
+  $("rep-sel").textContent = `Per category: ${run.substrate} at ${run.budget}`;
+  const cats = $("rep-cats").querySelector("tbody");
+  cats.replaceChildren(...Object.entries(run.per_category || {}).map(([cat, m]) => {
+    const tr = document.createElement("tr");
+    for (const v of [run.substrate, run.budget, cat, m.questions, m.P6, m.evidence_coverage, m.evidence_partial]) cell(tr, fmt(v));
+    return tr;
+  }));
+  const items = report.items.filter((i) => i.substrate === run.substrate && i.budget === run.budget &&
+    (!run.dataset || !i.dataset || i.dataset === run.dataset));
+  const body = $("rep-items-table").querySelector("tbody");
+  body.replaceChildren(...items.slice(0, 500).map((i) => {
+    const tr = document.createElement("tr");
+    const cov = i.coverage || {};
+    for (const v of [i.question_id, i.category, i.recall_at_k, `${fmt(cov.whole)} / ${fmt(cov.part)} / ${fmt(cov.gold)}`,
+      i.retrieved_tokens, i.read_seconds, i.answer]) cell(tr, fmt(v));
+    return tr;
+  }));
+  body.dataset.count = String(items.length);
+  status(`${run.substrate} at ${run.budget}: ${items.length} item(s)`);
+}
+
+function drawReport() {
+  const runs = report.runs;
+  const col = colors(runs);
+  $("rep-coverage").replaceChildren(drawCoverage(runs, col));
+  $("rep-scatter").replaceChildren(drawScatter(runs, col, $("rep-quality").value));
+  $("rep-legend").replaceChildren(...[...col].map(([name, c]) => {
+    const s = document.createElement("span");
+    s.textContent = name;
+    s.style.setProperty("--c", c);
+    return s;
+  }));
+}
+
+async function openReport(ev) {
+  ev.preventDefault();
+  try {
+    const sf = $("rep-summary").files[0];
+    if (!sf) throw new Error("choose a summary.json");
+    const summary = JSON.parse(await sf.text());
+    if (!summary || !Array.isArray(summary.runs)) throw new Error("summary.json has no `runs` array");
+    report.runs = summary.runs.filter((r) => r && typeof r.substrate === "string" && typeof r.budget === "number" && r.metrics);
+    report.items = [];
+    const itf = $("rep-items").files[0];
+    if (itf) {
+      for (const line of (await itf.text()).split("\n")) {
+        if (!line.trim()) continue;
+        try { report.items.push(JSON.parse(line)); } catch (_) { /* a torn last line */ }
+      }
+    }
+    drawReport();
+    status(`report: ${report.runs.length} run(s), ${report.items.length} item(s)`);
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+$("rep-form").addEventListener("submit", openReport);
+$("rep-quality").addEventListener("change", () => { if (report.runs.length) drawReport(); });
