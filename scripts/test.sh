@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 echo "== llama.cpp's OpenAI-compatible server for the tests (built once per machine)"
 ./scripts/llama-server.sh install
 
+echo "== Chromium and chromedriver for the inspector's browser test"
+./scripts/chromium.sh install
+
 echo "== cargo test --workspace"
 cargo test --workspace
 
