@@ -182,12 +182,19 @@ async function write(ev) {
 }
 
 // One block per source the recall names: the lines of the text that carry
-// its id, in the text's order; lines naming no source stay in a block of
-// their own, so the blocks together are the text exactly.
-function blocksOf(text, sources) {
+// its id or its event's content (looked up in the namespace's logged events),
+// in the text's order; lines naming no source stay in blocks of their own, so
+// the blocks together are the text exactly.
+function blocksOf(text, sources, contents) {
   const lines = text.split("\n");
   const owner = lines.map((line) => {
-    const s = sources.find((h) => h.source_id && line.includes(h.source_id));
+    const s = sources.find((h) => {
+      if (h.source_id && line.includes(h.source_id)) return true;
+      const c = contents.get(h.source_id);
+      if (!c) return false;
+      const l = line.trim();
+      return line.includes(c) || (l.length >= 12 && c.includes(l));
+    });
     return s ? s.source_id : null;
   });
   const blocks = [];
@@ -200,6 +207,19 @@ function blocksOf(text, sources) {
   return blocks.map((b) => ({ ...b, hit: b.id ? byId.get(b.id) : null }));
 }
 
+// The content of the namespace's logged events by source id (first 1000).
+async function contentsOf(ns) {
+  const map = new Map();
+  try {
+    const { data } = await api("GET", nsPath(ns, "/events?limit=1000"));
+    for (const e of data.events) {
+      const c = (e.text ?? e.observation ?? e.content ?? "").trim();
+      if (c) map.set(e.source_id, c);
+    }
+  } catch (_) { /* blocks then rest on ids alone */ }
+  return map;
+}
+
 async function read(ev) {
   ev.preventDefault();
   try {
@@ -210,13 +230,13 @@ async function read(ev) {
     const wall = performance.now() - t0;
     let meter = null;
     try { meter = (await api("GET", nsPath(ns, "/meter"))).data; } catch (_) { meter = null; }
-    show(data, budget, wall, meter);
+    show(data, budget, wall, meter, await contentsOf(ns));
   } catch (e) {
     status(e.message, true);
   }
 }
 
-function show(data, budget, wall, meter) {
+function show(data, budget, wall, meter, contents) {
   $("raw-text").textContent = data.text;
   const pct = Math.min(100, (100 * data.tokens) / budget);
   const bar = $("budget-bar");
@@ -228,7 +248,7 @@ function show(data, budget, wall, meter) {
     `server ${data.latency_ms.toFixed(1)} ms, page ${wall.toFixed(0)} ms · model calls (read) ${calls}`;
   $("read-facts").dataset.tokens = String(data.tokens);
   const ol = $("blocks");
-  const items = blocksOf(data.text, data.sources).map((b) => {
+  const items = blocksOf(data.text, data.sources, contents).map((b) => {
     const li = document.createElement("li");
     li.className = b.hit ? b.hit.resolution : "other";
     const meta = document.createElement("div");
@@ -323,6 +343,9 @@ async function compare(ev) {
     };
     status("comparing…");
     const { data } = await api("POST", nsPath(ns, "/compare"), body);
+    const contents = await contentsOf(ns);
+    const goldText = gold.map((g) => contents.get(g)).filter(Boolean);
+    const isGold = (line) => gold.some((g) => line.includes(g)) || goldText.some((c) => line.includes(c));
     grid.replaceChildren(...data.results.map((r) => {
       const col = document.createElement("div");
       col.className = "cmp-col";
@@ -344,7 +367,7 @@ async function compare(ev) {
       const text = document.createElement("div");
       for (const line of r.text.split("\n")) {
         const d = document.createElement("div");
-        d.className = gold.some((g) => line.includes(g)) ? "line gold" : "line";
+        d.className = isGold(line) ? "line gold" : "line";
         d.textContent = line;
         text.appendChild(d);
       }

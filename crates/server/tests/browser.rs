@@ -1,0 +1,409 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The web inspector in a real browser: headless Chromium driven over
+//! WebDriver (Debian's `chromium` and `chromium-driver`; install them with
+//! `scripts/chromium.sh install`) against an in-process server on the test
+//! doubles. It loads `/ui`, creates a namespace, writes turns, renders at two
+//! budgets, compares two substrates and opens the bench report fixture,
+//! asserting on the DOM; screenshots land in `target/ui-screenshots/`.
+//!
+//! Without chromedriver the test fails saying what to install, unless
+//! `SUBMEM_SKIP_BROWSER=1` is set. The WebDriver calls are plain JSON over
+//! HTTP (reqwest), so no client crate is needed.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::start;
+use submem_server::config::ServerConfig;
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+struct Driver {
+    child: Child,
+    http: reqwest::Client,
+    session: String,
+    base: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start chromedriver ({e}): run scripts/chromium.sh install \
+                     (Debian's chromium and chromium-driver), or set SUBMEM_SKIP_BROWSER=1"
+                )
+            });
+        let http = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = http.get(format!("{base}/status")).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not answer on {base}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut d = Driver {
+            child,
+            http,
+            session: String::new(),
+            base,
+        };
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+            "goog:chromeOptions": {"binary": chromium_binary(), "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,1800"]}}}});
+        let v = d.call("POST", "/session", Some(caps)).await;
+        d.session = v["sessionId"].as_str().expect("a session id").to_string();
+        d
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = if path == "/session" {
+            format!("{}/session", self.base)
+        } else {
+            format!("{}/session/{}{path}", self.base, self.session)
+        };
+        let mut req = self.http.request(method.parse().unwrap(), url);
+        if let Some(b) = body {
+            req = req.json(&b);
+        } else if method == "POST" {
+            req = req.json(&json!({}));
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        assert!(
+            status.is_success(),
+            "WebDriver {method} {path}: {status} {v}"
+        );
+        v["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.call("POST", "/url", Some(json!({"url": url}))).await;
+    }
+
+    async fn find(&self, css: &str) -> String {
+        let v = self
+            .call(
+                "POST",
+                "/element",
+                Some(json!({"using": "css selector", "value": css})),
+            )
+            .await;
+        v[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("no element {css}: {v}"))
+            .to_string()
+    }
+
+    async fn click(&self, css: &str) {
+        let id = self.find(css).await;
+        self.call("POST", &format!("/element/{id}/click"), None)
+            .await;
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css).await;
+        self.call("POST", &format!("/element/{id}/clear"), None)
+            .await;
+        self.call(
+            "POST",
+            &format!("/element/{id}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+        .await
+    }
+
+    /// Polls `script` until it returns something truthy (10 s at most).
+    async fn wait(&self, what: &str, script: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = self.js(script).await;
+            let truthy =
+                !matches!(&v, Value::Null | Value::Bool(false)) && v != json!(0) && v != json!("");
+            if truthy {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let status = self
+                    .js("return document.getElementById('status').textContent")
+                    .await;
+                panic!("timed out waiting for {what}; page status: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn screenshot(&self, path: &Path) {
+        let v = self.call("GET", "/screenshot", None).await;
+        let png = base64_decode(v.as_str().expect("base64 png"));
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        std::fs::write(path, png).unwrap();
+    }
+
+    async fn quit(self) {
+        let _ = self
+            .http
+            .delete(format!("{}/session/{}", self.base, self.session))
+            .send()
+            .await;
+    }
+}
+
+fn chromium_binary() -> String {
+    for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
+        if Path::new(p).exists() {
+            return p.into();
+        }
+    }
+    "chromium".into()
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes().filter_map(val) {
+        acc = (acc << 6) | c;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+fn shots_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let d = target.join("ui-screenshots");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspector_in_headless_chromium() {
+    if std::env::var("SUBMEM_SKIP_BROWSER").as_deref() == Ok("1") {
+        eprintln!("SUBMEM_SKIP_BROWSER=1: the browser test is skipped");
+        return;
+    }
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), ServerConfig::new()).await;
+    let d = Driver::start().await;
+    let shots = shots_dir();
+
+    d.goto(&s.url("/ui")).await;
+    d.wait(
+        "the page",
+        "return document.querySelector('#ns-table tbody') !== null",
+    )
+    .await;
+
+    // Create a namespace.
+    d.type_into("#create-name", "demo").await;
+    d.type_into("#create-substrate", "m1-fill").await;
+    d.click("#create-form button[type=submit]").await;
+    d.wait(
+        "the namespace",
+        "return document.getElementById('current').textContent === 'demo'",
+    )
+    .await;
+
+    // Write turns: one fact among forty longer filler turns.
+    let mut turns = vec!["D1:0|user|my violin teacher is Ingrid and she lives in Lyon".to_string()];
+    for i in 1..=40 {
+        turns.push(format!(
+            "D1:{i}|user|filler turn {i} talks at length about the weather the trains the \
+             groceries and the garden on an ordinary day number {i}"
+        ));
+    }
+    let script = format!(
+        "document.getElementById('turns').value = {}; return true",
+        serde_json::to_string(&turns.join("\n")).unwrap()
+    );
+    d.js(&script).await;
+    d.click("#write-form button[type=submit]").await;
+    d.wait(
+        "the timeline",
+        "return document.getElementById('tl-count').dataset.total === '41'",
+    )
+    .await;
+
+    // Render at two budgets.
+    d.type_into("#question", "who is my violin teacher").await;
+    let mut seen = Vec::new();
+    for budget in [256, 4096] {
+        d.js(&format!(
+            "const b = document.getElementById('budget'); b.value = '{budget}'; \
+             b.dispatchEvent(new Event('input')); \
+             delete document.getElementById('read-facts').dataset.tokens; return true"
+        ))
+        .await;
+        d.click("#read-form button[type=submit]").await;
+        let tokens = d
+            .wait(
+                "the render",
+                "return document.getElementById('read-facts').dataset.tokens",
+            )
+            .await;
+        let tokens: usize = tokens.as_str().unwrap().parse().unwrap();
+        let blocks = d
+            .js("return document.querySelectorAll('#blocks li').length")
+            .await;
+        let blocks = blocks.as_u64().unwrap() as usize;
+        let first = d
+            .js("return document.querySelector('#blocks li').dataset.source || ''")
+            .await;
+        assert!(
+            tokens <= budget && tokens > 0,
+            "budget {budget}: {tokens} tokens"
+        );
+        assert!(blocks >= 1, "budget {budget}: no blocks");
+        let text = d
+            .js("return document.getElementById('raw-text').textContent")
+            .await;
+        assert!(
+            text.as_str().unwrap().contains("Ingrid"),
+            "budget {budget}: {text}"
+        );
+        eprintln!("budget {budget}: {tokens} tokens, {blocks} blocks, first {first}");
+        assert_ne!(
+            first,
+            json!(""),
+            "budget {budget}: the first block names its source"
+        );
+        seen.push((tokens, blocks));
+        if budget == 4096 {
+            d.screenshot(&shots.join("playground.png")).await;
+        }
+    }
+    assert!(
+        seen[1].0 > seen[0].0 && seen[1].1 > seen[0].1,
+        "a larger budget shows more: {seen:?}"
+    );
+
+    // Compare two substrates, with a gold id.
+    d.type_into("#cmp-substrates", "m2, m1-fill").await;
+    d.type_into("#cmp-question", "who is my violin teacher")
+        .await;
+    d.type_into("#cmp-gold", "D1:0").await;
+    d.click("#cmp-form button[type=submit]").await;
+    d.wait(
+        "the comparison",
+        "return document.querySelectorAll('.cmp-col').length === 2",
+    )
+    .await;
+    let names = d
+        .js("return [...document.querySelectorAll('.cmp-col')].map(c => c.dataset.substrate)")
+        .await;
+    assert_eq!(names, json!(["m2", "m1-fill"]));
+    let shown = d
+        .js("return [...document.querySelectorAll('.cmp-col .gold-list li')].map(l => l.dataset.shown)")
+        .await;
+    assert_eq!(
+        shown,
+        json!(["true", "true"]),
+        "the gold turn is shown by both"
+    );
+    d.js("document.getElementById('cmp-h').scrollIntoView(); return true")
+        .await;
+    d.screenshot(&shots.join("side-by-side.png")).await;
+
+    // Open the bench report fixture; a point leads to its items.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+    for (css, file) in [
+        ("#rep-summary", "summary.json"),
+        ("#rep-items", "items.jsonl"),
+    ] {
+        let id = d.find(css).await;
+        let path = fixtures.join(file).canonicalize().unwrap();
+        d.call(
+            "POST",
+            &format!("/element/{id}/value"),
+            Some(json!({"text": path.to_string_lossy()})),
+        )
+        .await;
+    }
+    d.click("#rep-form button[type=submit]").await;
+    d.wait(
+        "the scatter",
+        "return document.querySelectorAll('#rep-scatter circle').length === 12",
+    )
+    .await;
+    let legend = d
+        .js("return document.querySelectorAll('#rep-legend span').length")
+        .await;
+    assert_eq!(legend, json!(4));
+    let lines = d
+        .js("return document.querySelectorAll('#rep-coverage polyline').length")
+        .await;
+    assert_eq!(lines, json!(8), "whole and part lines for four substrates");
+    d.click("#rep-scatter circle[data-substrate='flexa'][data-budget='2048']")
+        .await;
+    d.wait(
+        "the items",
+        "return document.querySelector('#rep-items-table tbody').dataset.count === '4'",
+    )
+    .await;
+    let cats = d
+        .js("return document.querySelectorAll('#rep-cats tbody tr').length")
+        .await;
+    assert_eq!(cats, json!(2));
+    d.js("document.getElementById('rep-h').scrollIntoView(); return true")
+        .await;
+    d.screenshot(&shots.join("report.png")).await;
+
+    d.quit().await;
+    s.stop().await;
+    eprintln!("browser test took {:.1} s", t0.elapsed().as_secs_f64());
+}
