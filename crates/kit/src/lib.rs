@@ -13,8 +13,11 @@
 //! | [`record`] | the fixed-rule record writer ([`record::rule_record`]) and checks on LLM-written records ([`record::echoes_prompt`], [`record::cut_words`], [`record::top_keywords`]) |
 //! | [`count`] | counting a text that changes in parts: only the changed segments between exact cuts are counted again ([`count::SegmentCounts`]) |
 //! | [`pieces`] | cutting an event into pieces of at most κ tokens at line breaks, labelled with their speaker or step ([`pieces::cut_event`]), and showing a run of them verbatim ([`pieces::run_text`]) |
+//! | [`pack`] | packing ranked units into the allowance by their cached token counts, shown in time order ([`pack::fill_and_render`], [`pack::fill_to_allowance`]) |
 //! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
 //! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
+//! | [`spaces`] | each namespace's state behind one lock that survives poisoning, with footprint totals and save/restore ([`spaces::Spaces`], [`spaces::read`], [`spaces::write`]) |
+//! | [`event_log`] | a whole substrate from a ranking rule: an event log per namespace with writes' checks, forget, footprint and persistence ([`event_log::EventLog`], [`event_log::LogRanker`]) |
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
 //!
 //! Dependencies stay as light as the contract's: `submem-core`, serde,
@@ -35,9 +38,12 @@
 pub mod batch;
 pub mod bm25;
 pub mod count;
+pub mod event_log;
 pub mod fit;
 pub mod json_repair;
+pub mod pack;
 pub mod pieces;
 pub mod record;
+pub mod spaces;
 pub mod state;
 pub mod text;

@@ -1,5 +1,5 @@
 //! How many ranked units a flat read shows: the paper's top-k, or as many as
-//! the budget holds ("fill").
+//! the budget holds ("fill", by [`submem_kit::pack`]).
 //!
 //! With top-k, M1 and M2 leave most of a large budget unused (ten LoCoMo
 //! turns are about 500 tokens of an 8k budget). Fill mode ranks up to
@@ -15,6 +15,7 @@ use submem_core::{
     render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, Query, RankedUnit, Recall,
     TokenCounter,
 };
+use submem_kit::pack::fill_to_allowance;
 
 /// Default number of ranked units a fill read considers: LoCoMo turns average
 /// about 30 tokens, so 2,048 candidates can fill a 32k budget.
@@ -97,31 +98,6 @@ impl ReadDepth {
     }
 }
 
-/// Keeps, in rank order, the units whose cached token counts (plus one
-/// separator token each) fit `allowance`; the rest are skipped. `ranked`
-/// pairs each unit with its cached count.
-pub(crate) fn fill_to_allowance(
-    ranked: Vec<(RankedUnit, u32)>,
-    allowance: usize,
-    separator_tokens: usize,
-) -> Vec<RankedUnit> {
-    let mut used = 0usize;
-    let mut chosen = Vec::new();
-    for (unit, tokens) in ranked {
-        let cost = tokens as usize
-            + if chosen.is_empty() {
-                0
-            } else {
-                separator_tokens
-            };
-        if used + cost <= allowance {
-            used += cost;
-            chosen.push(unit);
-        }
-    }
-    chosen
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,17 +109,6 @@ mod tests {
             text: String::new(),
             score: 1.0,
         }
-    }
-
-    #[test]
-    fn takes_ranked_units_while_they_fit_and_skips_the_rest() {
-        let ranked = vec![(unit(1), 5), (unit(2), 10), (unit(3), 3), (unit(4), 1)];
-        let ids: Vec<u64> = fill_to_allowance(ranked, 10, 1)
-            .iter()
-            .map(|u| u.position)
-            .collect();
-        // 5, then 10+1 does not fit, then 3+1 fits (9), then 1+1 does not.
-        assert_eq!(ids, vec![1, 3]);
     }
 
     #[test]
