@@ -50,6 +50,20 @@ pub async fn start_with_llm(
     start_on(listener, dir, config, llm).await
 }
 
+/// Dropping a server without [`Running::stop`] is a crash: its task is
+/// aborted and the stop signal never sent, so nothing is snapshotted or
+/// closed. (A dropped sender would complete the shutdown future and run the
+/// graceful close in the background, racing the next server on the same
+/// directory.)
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        std::mem::forget(self.stop.take());
+    }
+}
+
 /// A node of a several-node deployment: it advertises its own address.
 pub async fn start_node(dir: &Path, mut config: ServerConfig) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
