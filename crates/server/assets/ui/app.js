@@ -70,6 +70,7 @@ async function refresh() {
 }
 
 async function select(name) {
+  contentCache = { ns: null, map: null };
   current = name;
   tlOffset = 0;
   $("current").textContent = name;
@@ -160,6 +161,7 @@ function parseTurns(text, session) {
 }
 
 async function write(ev) {
+  contentCache = { ns: null, map: null };
   ev.preventDefault();
   try {
     const ns = need();
@@ -185,17 +187,49 @@ async function write(ev) {
 // its id or its event's content (looked up in the namespace's logged events),
 // in the text's order; lines naming no source stay in blocks of their own, so
 // the blocks together are the text exactly.
+//
+// A 32k render has about a thousand lines and as many sources, so each line
+// is first looked up, not scanned for: by the ids among its words, by the
+// event content it ends with (tried from each word start), or as the
+// continuation of the previous line's event. Only lines none of these place
+// are tested against every source.
 function blocksOf(text, sources, contents) {
   const lines = text.split("\n");
+  const byId = new Map();
+  const byContent = new Map();
+  for (const h of sources) {
+    if (!byId.has(h.source_id)) byId.set(h.source_id, h);
+    const c = contents.get(h.source_id);
+    if (c && !byContent.has(c)) byContent.set(c, h.source_id);
+  }
+  const names = (h, line) => {
+    if (h.source_id && line.includes(h.source_id)) return true;
+    const c = contents.get(h.source_id);
+    if (!c) return false;
+    const l = line.trim();
+    return line.includes(c) || (l.length >= 12 && c.includes(l));
+  };
+  const idIn = (line) => {
+    for (const word of line.split(/[^\w:.#/-]+/)) {
+      for (const w of [word, word.replace(/[:.]+$/, "")]) if (w && byId.has(w)) return w;
+    }
+    return null;
+  };
+  let previous = null;
   const owner = lines.map((line) => {
-    const s = sources.find((h) => {
-      if (h.source_id && line.includes(h.source_id)) return true;
-      const c = contents.get(h.source_id);
-      if (!c) return false;
+    let id = idIn(line);
+    if (!id) id = endingContent(line, byContent);
+    if (!id && previous) {
+      const c = contents.get(previous);
       const l = line.trim();
-      return line.includes(c) || (l.length >= 12 && c.includes(l));
-    });
-    return s ? s.source_id : null;
+      if (c && l.length >= 12 && c.includes(l)) id = previous;
+    }
+    if (!id) {
+      const s = sources.find((h) => names(h, line));
+      id = s ? s.source_id : null;
+    }
+    previous = id;
+    return id;
   });
   const blocks = [];
   for (let i = 0; i < lines.length; i++) {
@@ -203,18 +237,35 @@ function blocksOf(text, sources, contents) {
     if (last && last.id === owner[i]) last.lines.push(lines[i]);
     else blocks.push({ id: owner[i], lines: [lines[i]] });
   }
-  const byId = new Map(sources.map((s) => [s.source_id, s]));
   return blocks.map((b) => ({ ...b, hit: b.id ? byId.get(b.id) : null }));
 }
 
-// The content of the namespace's logged events by source id (first 1000).
+// The source whose content `line` ends with, tried from each word start.
+function endingContent(line, byContent) {
+  const l = line.trimEnd();
+  for (let p = 0; p < l.length; p++) {
+    if (p === 0 || l[p - 1] === " ") {
+      const id = byContent.get(l.slice(p));
+      if (id !== undefined) return id;
+    }
+  }
+  return null;
+}
+
+// The content of the namespace's logged events by source id, a page of a
+// thousand at a time (the recall may name any of them), up to 50 000 events.
+let contentCache = { ns: null, map: null };
+
 async function contentsOf(ns) {
   const map = new Map();
   try {
-    const { data } = await api("GET", nsPath(ns, "/events?limit=1000"));
-    for (const e of data.events) {
-      const c = (e.text ?? e.observation ?? e.content ?? "").trim();
-      if (c) map.set(e.source_id, c);
+    for (let offset = 0; offset < 50000; offset += 1000) {
+      const { data } = await api("GET", nsPath(ns, `/events?offset=${offset}&limit=1000`));
+      for (const e of data.events) {
+        const c = (e.text ?? e.observation ?? e.content ?? "").trim();
+        if (c) map.set(e.source_id, c);
+      }
+      if (data.events.length < 1000 || offset + 1000 >= data.total) break;
     }
   } catch (_) { /* blocks then rest on ids alone */ }
   return map;
@@ -225,27 +276,45 @@ async function read(ev) {
   try {
     const ns = need();
     const budget = Number($("budget").value);
+    // The events that name the blocks are kept from the last read of the
+    // namespace (fetched again, while the read runs, when there are none or
+    // the recall names one they lack), and the model calls are fetched after
+    // the page is drawn: neither delays a re-render.
+    const cached = contentCache.ns === ns ? contentCache.map : null;
+    const fresh = cached ? null : contentsOf(ns);
     const t0 = performance.now();
     const { data } = await api("POST", nsPath(ns, "/read"), { question: $("question").value, budget });
-    const wall = performance.now() - t0;
-    let meter = null;
-    try { meter = (await api("GET", nsPath(ns, "/meter"))).data; } catch (_) { meter = null; }
-    show(data, budget, wall, meter, await contentsOf(ns));
+    const answered = performance.now();
+    let contents = cached;
+    if (!contents || data.sources.some((h) => !contents.has(h.source_id))) {
+      contents = await (fresh ?? contentsOf(ns));
+      contentCache = { ns, map: contents };
+    }
+    show(data, budget, answered - t0, contents);
+    $("read-facts").dataset.renderMs = (performance.now() - answered).toFixed(1);
+    let calls = "–";
+    try {
+      const meter = (await api("GET", nsPath(ns, "/meter"))).data;
+      if (meter && meter.read) calls = JSON.stringify(meter.read.calls ?? meter.total_calls ?? "–");
+    } catch (_) { /* the facts keep the dash */ }
+    $("read-calls").textContent = ` · model calls (read) ${calls}`;
   } catch (e) {
     status(e.message, true);
   }
 }
 
-function show(data, budget, wall, meter, contents) {
+function show(data, budget, wall, contents) {
   $("raw-text").textContent = data.text;
   const pct = Math.min(100, (100 * data.tokens) / budget);
   const bar = $("budget-bar");
   bar.style.width = pct.toFixed(1) + "%";
   bar.parentElement.setAttribute("aria-label", `budget use ${data.tokens} of ${budget} tokens`);
-  const calls = meter && meter.read ? JSON.stringify(meter.read.calls ?? meter.total_calls ?? "–") : "–";
   $("read-facts").textContent =
     `${data.tokens} / ${budget} tokens (${pct.toFixed(1)}%) · ${data.sources.length} source(s) · ` +
-    `server ${data.latency_ms.toFixed(1)} ms, page ${wall.toFixed(0)} ms · model calls (read) ${calls}`;
+    `server ${data.latency_ms.toFixed(1)} ms, page ${wall.toFixed(0)} ms`;
+  const calls = document.createElement("span");
+  calls.id = "read-calls";
+  $("read-facts").append(calls);
   $("read-facts").dataset.tokens = String(data.tokens);
   const ol = $("blocks");
   const items = blocksOf(data.text, data.sources, contents).map((b) => {
@@ -269,6 +338,7 @@ function show(data, budget, wall, meter, contents) {
 }
 
 async function forget(ev) {
+  contentCache = { ns: null, map: null };
   ev.preventDefault();
   try {
     const ns = need();
@@ -284,6 +354,7 @@ async function forget(ev) {
 }
 
 async function manage() {
+  contentCache = { ns: null, map: null };
   try {
     const ns = need();
     const { status: st, data } = await api("POST", nsPath(ns, "/manage"));
@@ -300,6 +371,7 @@ async function manage() {
 }
 
 async function remove() {
+  contentCache = { ns: null, map: null };
   try {
     const ns = need();
     if (!window.confirm(`Delete namespace ${ns} and its history?`)) return;
@@ -315,6 +387,7 @@ async function remove() {
 }
 
 async function create(ev) {
+  contentCache = { ns: null, map: null };
   ev.preventDefault();
   try {
     const name = $("create-name").value.trim();
