@@ -123,6 +123,26 @@ pub struct ItemRecord {
     /// Tokens the judge call used (prompt + reply), as the judge counted them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_tokens: Option<u64>,
+    /// What the substrate showed for this item, kept with `--trace` (the
+    /// inspector's report view puts every substrate's memory for a question
+    /// side by side from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<ShownMemory>,
+}
+
+/// The memory one substrate rendered for one item, with the question and the
+/// gold evidence ids to read it against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShownMemory {
+    /// The question asked.
+    pub question: String,
+    /// Gold evidence source ids.
+    pub evidence: Vec<String>,
+    /// The rendered memory, exactly as the reader gets it.
+    pub text: String,
+    /// Source ids the recall names, with their resolution, in the recall's
+    /// order.
+    pub sources: Vec<(String, submem_core::Resolution)>,
 }
 
 /// Costs of writing one conversation into one substrate.

@@ -12,7 +12,7 @@ use submem_core::{Diagnostics, Query, Regime, Resolution, Substrate};
 use crate::context::Ctx;
 use crate::dataset::{Conversation, QuestionKind};
 use crate::instance::Instance;
-use crate::items::{ItemKey, ItemRecord, ResolutionCounts};
+use crate::items::{ItemKey, ItemRecord, ResolutionCounts, ShownMemory};
 use crate::metrics::retrieval::CoverageCounts;
 use crate::metrics::EvidenceFates;
 use crate::metrics::{
@@ -169,6 +169,16 @@ pub(crate) async fn read_item(
         judge: None,
         judge_reply: None,
         judge_tokens: None,
+        shown: ctx.opts.trace.then(|| ShownMemory {
+            question: q.text.clone(),
+            evidence: q.evidence.clone(),
+            text: recall.text.clone(),
+            sources: recall
+                .sources
+                .iter()
+                .map(|s| (s.source_id.clone(), s.resolution))
+                .collect(),
+        }),
     };
     Ok((recall, item))
 }

@@ -52,7 +52,9 @@ pub struct RunOptions {
     /// Ask substrates that rank for a trace of each item's gold evidence
     /// ([`submem_core::Substrate::trace`]), for the loss breakdown. It runs
     /// after the timed read (its query embedding counts in the read phase's
-    /// embedder figures).
+    /// embedder figures). Each item then also keeps the memory shown, with
+    /// its question and gold ids ([`crate::items::ShownMemory`]), for the
+    /// inspector's report view.
     pub trace: bool,
     /// Keep each task's memory, as written and managed, under
     /// `<out>/memories/<substrate>/<conversation>/`: a resumed run (after a

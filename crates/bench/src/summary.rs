@@ -499,6 +499,7 @@ mod tests {
             judge,
             judge_reply: None,
             judge_tokens: None,
+            shown: None,
         }
     }
 

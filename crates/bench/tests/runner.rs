@@ -89,6 +89,10 @@ async fn sweep_writes_once_and_reads_every_budget_and_k() {
     // 2 substrates x 2 conversations x 6 questions x 2 budgets x 2 k
     assert_eq!(out.new_items, 96);
     assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert!(
+        out.items.iter().all(|i| i.shown.is_none()),
+        "the memory shown is kept only with --trace"
+    );
     let writes: Vec<WriteRecord> = read_jsonl(&dir.path().join("writes.jsonl")).unwrap();
     assert_eq!(writes.len(), 4, "one write per substrate x conversation");
     assert!(writes.iter().all(|w| w.events == 120));
@@ -416,6 +420,28 @@ async fn traced_run_reports_where_gold_evidence_went() {
         .map(|i| i.fates.traced)
         .sum();
     assert_eq!(m2_traced, 0, "M2 does not trace");
+    // Every item keeps what its substrate showed, for the inspector.
+    for i in &out.items {
+        let shown = i
+            .shown
+            .as_ref()
+            .expect("a traced run keeps the memory shown");
+        assert!(!shown.question.is_empty());
+        assert_eq!(shown.evidence.len(), i.gold_evidence);
+        assert_eq!(
+            shown.text.is_empty(),
+            i.retrieved_tokens == 0,
+            "{}: the text is the rendered memory",
+            i.key.substrate
+        );
+        let named: Vec<&str> = shown.sources.iter().map(|(id, _)| id.as_str()).collect();
+        if i.coverage.whole > 0 {
+            assert!(
+                shown.evidence.iter().any(|e| named.contains(&e.as_str())),
+                "a gold turn shown whole is among the sources: {named:?}"
+            );
+        }
+    }
     let s = summarize(&out.items, &out.writes);
     let report = submem_bench::report::markdown(&s, &[]);
     assert!(
