@@ -310,8 +310,12 @@ fn check_only(args: &BenchArgs, specs: &[SubstrateSpec]) -> Result<ExitCode, Any
 }
 
 /// Runs `submem bench`.
-pub async fn run(args: BenchArgs, mut config: Config, quiet: bool) -> Result<ExitCode, AnyError> {
-    let factory = Arc::new(Registry::default());
+pub async fn run(
+    args: BenchArgs,
+    mut config: Config,
+    quiet: bool,
+    factory: Arc<Registry>,
+) -> Result<ExitCode, AnyError> {
     let specs = checked_specs(&args, &factory)?;
     if args.check {
         return check_only(&args, &specs);

@@ -1,5 +1,24 @@
-//! `submem`: benchmark memory substrates for LLM agents, fetch and check the
-//! embedded models, and compare two substrates of a finished run.
+//! The `submem` command line as a library: bench (with the packing
+//! baselines), `substrates`, `models`, `compare`, `route`, `serve` and `mcp`
+//! over a [`Registry`] the caller gives. The `submem` binary is
+//! `main_with(Registry::default())`; a plugin's binary adds its factories
+//! and gets every command for them:
+//!
+//! ```no_run
+//! use submem::registry::Registry;
+//! # fn my_factory() -> submem_core::plugin::SubstrateFactory { unimplemented!() }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     // `try_with` checks the factory (names, ids, defaults) first; `with` does not.
+//!     match Registry::default().try_with(my_factory()) {
+//!         Ok(registry) => submem_cli::main_with(registry),
+//!         Err(e) => {
+//!             eprintln!("error: {e}");
+//!             std::process::ExitCode::FAILURE
+//!         }
+//!     }
+//! }
+//! ```
 //!
 //! ```text
 //! submem bench                                   # synthetic set, embedded models, prints the table
@@ -18,6 +37,11 @@
 //! ```
 //!
 //! Errors print as a readable chain on stderr with a non-zero exit code.
+//!
+//! Feature `mimalloc` (default) makes mimalloc the global allocator of the
+//! binary that links this crate: hnsw_rs allocates a node per candidate
+//! while searching, and M1 graph reads are about 25% faster with it (dense
+//! bench). Turn it off when your binary sets its own allocator.
 
 mod bench_cmd;
 mod bench_merge;
@@ -28,13 +52,18 @@ mod serve_cmd;
 mod substrates_cmd;
 
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use submem::registry::Registry;
 use tracing_subscriber::EnvFilter;
 
-// hnsw_rs allocates a node per candidate while searching; mimalloc makes M1
-// graph reads about 25% faster than the system allocator (dense bench).
+pub use substrates_cmd::{render as render_substrates, substrates_listing};
+
+// See the crate docs (feature `mimalloc`).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -111,8 +140,8 @@ enum ModelsAction {
     Check,
 }
 
-/// The error type of the binary: any error, printed with its chain.
-type AnyError = Box<dyn std::error::Error + Send + Sync>;
+/// The error of a command: any error, printed with its chain.
+pub type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
 fn init_tracing(verbose: u8, quiet: bool) {
     let default = if quiet {
@@ -137,9 +166,12 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     submem_bench::runner::error_chain(e)
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_tracing(cli.verbose, cli.quiet);
+/// Runs the command line of the process (`std::env::args`) with the
+/// substrates of `registry`: parses the arguments (printing help or the
+/// usage error), sets up logging, runs the command on a multi-threaded
+/// tokio runtime and prints any error with its chain. A binary's `main`
+/// returns what this returns.
+pub fn main_with(registry: Registry) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -150,7 +182,27 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    runtime.block_on(run_with(Arc::new(registry), std::env::args_os()))
+}
+
+/// [`main_with`] inside a runtime the caller owns, on the given arguments
+/// (the first is the program's name, as in `std::env::args_os`). Help,
+/// usage errors and command errors are printed; the exit code says which.
+pub async fn run_with<I, T>(registry: Arc<Registry>, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `--help` and `--version` print to stdout and succeed.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    init_tracing(cli.verbose, cli.quiet);
+    match dispatch(cli, registry).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", chain(e.as_ref()));
@@ -159,9 +211,9 @@ fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
+async fn dispatch(cli: Cli, registry: Arc<Registry>) -> Result<ExitCode, AnyError> {
     if let Command::Substrates { json, name } = &cli.command {
-        return substrates_cmd::run(*json, name.as_deref());
+        return substrates_cmd::run(&registry, *json, name.as_deref());
     }
     // A merge reads finished runs: no configuration, no model.
     let cli = match cli.command {
@@ -179,14 +231,16 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
     };
     // The server's configuration file also holds a `[server]` table.
     let cli = match cli.command {
-        Command::Serve(args) => return serve_cmd::serve(args, cli.config.as_deref()).await,
-        Command::Mcp(args) => return serve_cmd::mcp(args, cli.config.as_deref()).await,
+        Command::Serve(args) => {
+            return serve_cmd::serve(args, cli.config.as_deref(), registry).await
+        }
+        Command::Mcp(args) => return serve_cmd::mcp(args, cli.config.as_deref(), registry).await,
         command => Cli { command, ..cli },
     };
     let config = submem_models::Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Substrates { json, name } => substrates_cmd::run(json, name.as_deref()),
-        Command::Bench(args) => bench_cmd::run(*args, config, cli.quiet).await,
+        Command::Substrates { json, name } => substrates_cmd::run(&registry, json, name.as_deref()),
+        Command::Bench(args) => bench_cmd::run(*args, config, cli.quiet, registry).await,
         Command::Models {
             action: ModelsAction::Fetch,
         } => {
@@ -204,9 +258,9 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
             print!("{check}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Route { action } => route_cmd::run(action, config).await,
-        Command::Serve(args) => serve_cmd::serve(args, cli.config.as_deref()).await,
-        Command::Mcp(args) => serve_cmd::mcp(args, cli.config.as_deref()).await,
+        Command::Route { action } => route_cmd::run(action, config, &registry).await,
+        Command::Serve(args) => serve_cmd::serve(args, cli.config.as_deref(), registry).await,
+        Command::Mcp(args) => serve_cmd::mcp(args, cli.config.as_deref(), registry).await,
         Command::Compare { out, a, b } => {
             let path = out.join("items.jsonl");
             if !path.exists() {
@@ -223,5 +277,77 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, AnyError> {
             println!("{c}");
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use submem_core::plugin::{LlmUse, Settings, SubstrateFactory};
+    use submem_core::{Family, MethodId};
+
+    /// A plugin's factory: a name and family of its own (what it builds is
+    /// the built-in recency window; only the listing matters here).
+    fn extra_factory() -> SubstrateFactory {
+        SubstrateFactory::builder(
+            "plugin-echo",
+            MethodId::from_static("PluginEcho"),
+            Family::from_static("plugin"),
+        )
+        .aliases(&["pecho"])
+        .summary("a factory registered by a plugin's main")
+        .llm(LlmUse::Never)
+        .build_without_settings(|ctx| {
+            let builtin = Registry::default();
+            let recent = builtin.resolve("recent").expect("built in");
+            recent.build(ctx, &Settings::new())
+        })
+    }
+
+    #[test]
+    fn an_extra_factory_is_listed_by_substrates() {
+        let registry = Registry::default().try_with(extra_factory()).unwrap();
+        let text = substrates_listing(&registry, false, None).unwrap();
+        assert!(
+            text.contains("plugin-echo (pecho): a factory registered by a plugin's main"),
+            "{text}"
+        );
+        assert!(text.contains("family plugin"), "{text}");
+        assert!(text.contains("m2"), "the built-in substrates stay: {text}");
+        // By alias, alone, and as JSON.
+        let one = substrates_listing(&registry, false, Some("pecho")).unwrap();
+        assert!(one.starts_with("plugin-echo (pecho):"), "{one}");
+        assert!(!one.contains("\nm2"), "{one}");
+        let json: serde_json::Value =
+            serde_json::from_str(&substrates_listing(&registry, true, None).unwrap()).unwrap();
+        assert!(
+            json.as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["name"] == "plugin-echo"),
+            "{json}"
+        );
+        // The built-in registry alone does not know it.
+        let err = substrates_listing(&Registry::default(), false, Some("plugin-echo")).unwrap_err();
+        assert!(err.to_string().contains("unknown substrate"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn run_with_routes_substrates_and_bench_checks_through_the_given_registry() {
+        let registry = Arc::new(Registry::default().try_with(extra_factory()).unwrap());
+        let code = run_with(registry.clone(), ["submem", "substrates", "plugin-echo"]).await;
+        assert_eq!(code, ExitCode::SUCCESS);
+        // `bench --check` resolves the names against the same registry.
+        let args = [
+            "submem",
+            "bench",
+            "--check",
+            "--substrates",
+            "plugin-echo,m2",
+        ];
+        assert_eq!(run_with(registry, args).await, ExitCode::SUCCESS);
+        let code = run_with(Arc::new(Registry::default()), args).await;
+        assert_ne!(code, ExitCode::SUCCESS, "unknown without the plugin");
     }
 }

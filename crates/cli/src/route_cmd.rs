@@ -121,10 +121,14 @@ pub struct ExplainArgs {
 }
 
 /// Runs a `submem route` action.
-pub async fn run(cmd: RouteCommand, config: Config) -> Result<ExitCode, AnyError> {
+pub async fn run(
+    cmd: RouteCommand,
+    config: Config,
+    registry: &Registry,
+) -> Result<ExitCode, AnyError> {
     match cmd {
-        RouteCommand::Fit(a) => fit_cmd(a),
-        RouteCommand::Explain(a) => explain_cmd(a, config).await,
+        RouteCommand::Fit(a) => fit_cmd(a, registry),
+        RouteCommand::Explain(a) => explain_cmd(a, config, registry).await,
         RouteCommand::Eval(a) => route_eval::run(a),
     }
 }
@@ -210,12 +214,12 @@ pub fn parse_metric(s: &str) -> Result<QualityMetric, AnyError> {
     })
 }
 
-/// The routable names of the built-in registry.
-fn registry_route_names() -> RouteNames {
-    RouteNames::new(Registry::default().route_names())
+/// The routable names of `registry`.
+fn registry_route_names(registry: &Registry) -> RouteNames {
+    RouteNames::new(registry.route_names())
 }
 
-fn fit_settings(a: &FitArgs) -> Result<FitSettings, AnyError> {
+fn fit_settings(a: &FitArgs, registry: &Registry) -> Result<FitSettings, AnyError> {
     let mut s = FitSettings {
         metric: a.metric.as_deref().map(parse_metric).transpose()?,
         latency_cap_ms: a.latency_cap_ms,
@@ -232,7 +236,7 @@ fn fit_settings(a: &FitArgs) -> Result<FitSettings, AnyError> {
             _ => return Err("--depth-edges takes two numbers, e.g. 1,32".into()),
         };
     }
-    let route_names = registry_route_names();
+    let route_names = registry_route_names(registry);
     if let Some(m) = &a.members {
         let names: Vec<String> = m
             .split([',', '+'])
@@ -256,14 +260,14 @@ fn fit_settings(a: &FitArgs) -> Result<FitSettings, AnyError> {
     Ok(s)
 }
 
-fn fit_cmd(a: FitArgs) -> Result<ExitCode, AnyError> {
-    let settings = fit_settings(&a)?;
+fn fit_cmd(a: FitArgs, registry: &Registry) -> Result<ExitCode, AnyError> {
+    let settings = fit_settings(&a, registry)?;
     let mut obs = Vec::new();
     for dir in &a.from {
         obs.extend(load_observations(dir)?);
     }
     let sources = a.from.iter().map(|p| p.display().to_string()).collect();
-    let policy = fit(&obs, &settings, sources, &registry_route_names())?;
+    let policy = fit(&obs, &settings, sources, &registry_route_names(registry))?;
     std::fs::write(&a.out, policy.to_json()? + "\n")
         .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
     println!("{}", policy_table(&policy));
@@ -302,7 +306,11 @@ pub fn policy_table(p: &PolicyFile) -> String {
     s
 }
 
-async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyError> {
+async fn explain_cmd(
+    a: ExplainArgs,
+    config: Config,
+    registry: &Registry,
+) -> Result<ExitCode, AnyError> {
     let kind = DatasetKind::parse(&a.dataset)?;
     if kind == DatasetKind::Synthetic {
         return Err(
@@ -342,8 +350,7 @@ async fn explain_cmd(a: ExplainArgs, config: Config) -> Result<ExitCode, AnyErro
         embedder: config.lazy_embedder(),
         tokens: tokens.clone(),
     };
-    let registry = Registry::default();
-    let ctx = BuildContext::new(services).with_members(&registry);
+    let ctx = BuildContext::new(services).with_members(registry);
     let router = build_router(&ctx, &settings)?;
     let ns = Namespace::new("explain")?;
     for batch in conv.history.batches() {

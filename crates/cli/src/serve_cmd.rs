@@ -71,15 +71,10 @@ async fn open(
     data_dir: &Path,
     server_config: ServerConfig,
     models: &Config,
+    registry: Arc<Registry>,
 ) -> Result<Server, AnyError> {
     let services = models.lazy_services()?;
-    Ok(Server::open(
-        data_dir,
-        Arc::new(Registry::default()),
-        services,
-        server_config,
-    )
-    .await?)
+    Ok(Server::open(data_dir, registry, services, server_config).await?)
 }
 
 async fn shutdown_signal() {
@@ -106,7 +101,11 @@ async fn shutdown_signal() {
 }
 
 /// Runs `submem serve`.
-pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, AnyError> {
+pub async fn serve(
+    args: ServeArgs,
+    config: Option<&Path>,
+    registry: Arc<Registry>,
+) -> Result<ExitCode, AnyError> {
     if let Some(key) = &args.hash_key {
         println!("{}", hash_key(key));
         return Ok(ExitCode::SUCCESS);
@@ -124,7 +123,7 @@ pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, A
     }
     // Before anything is opened: no keys, no public address.
     submem_server::check_bind(args.addr, !server_config.keys.is_empty())?;
-    let server = open(data_dir, server_config, &models).await?;
+    let server = open(data_dir, server_config, &models, registry).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
@@ -136,9 +135,13 @@ pub async fn serve(args: ServeArgs, config: Option<&Path>) -> Result<ExitCode, A
 }
 
 /// Runs `submem mcp` (MCP over stdin/stdout; logs go to stderr).
-pub async fn mcp(args: McpArgs, config: Option<&Path>) -> Result<ExitCode, AnyError> {
+pub async fn mcp(
+    args: McpArgs,
+    config: Option<&Path>,
+    registry: Arc<Registry>,
+) -> Result<ExitCode, AnyError> {
     let (server_config, models) = load_config(config)?;
-    let server = open(&args.data_dir, server_config, &models).await?;
+    let server = open(&args.data_dir, server_config, &models, registry).await?;
     server.serve_mcp_stdio().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,8 +11,19 @@ use submem_core::plugin::SubstrateDescription;
 use crate::AnyError;
 
 /// Prints the registry's substrates.
-pub fn run(json: bool, name: Option<&str>) -> Result<ExitCode, AnyError> {
-    let registry = Registry::default();
+pub fn run(registry: &Registry, json: bool, name: Option<&str>) -> Result<ExitCode, AnyError> {
+    print!("{}", substrates_listing(registry, json, name)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `submem substrates [--json] [NAME]` prints for `registry`: every
+/// substrate it can build (or the one `name` resolves to), as text or as a
+/// JSON array of [`SubstrateDescription`]s.
+pub fn substrates_listing(
+    registry: &Registry,
+    json: bool,
+    name: Option<&str>,
+) -> Result<String, AnyError> {
     let listed: Vec<SubstrateDescription> = match name {
         Some(n) => {
             let f = registry.resolve(n).ok_or_else(|| {
@@ -25,12 +36,11 @@ pub fn run(json: bool, name: Option<&str>) -> Result<ExitCode, AnyError> {
         }
         None => registry.describe(),
     };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&listed)?);
+    Ok(if json {
+        serde_json::to_string_pretty(&listed)? + "\n"
     } else {
-        print!("{}", render(&listed));
-    }
-    Ok(ExitCode::SUCCESS)
+        render(&listed)
+    })
 }
 
 /// The human listing: one block per substrate.
