@@ -8,9 +8,6 @@ pub enum GistError {
     /// A setting is out of range.
     #[error("invalid gist-index setting: {0}")]
     Config(String),
-    /// A lock was poisoned by a panic in another thread.
-    #[error("internal lock poisoned by an earlier panic")]
-    Poisoned,
     /// Persisted state breaks an invariant (torn or foreign store).
     #[error("persisted state is inconsistent: {0}")]
     Corrupt(String),

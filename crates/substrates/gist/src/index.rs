@@ -5,12 +5,12 @@ use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::{
     Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
     Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
 
 use crate::gist::{clean_gist, gist_request, rule_gist};
@@ -19,7 +19,7 @@ use crate::render::{fit, gist_line};
 use crate::select::{parse_pages, rule_select, select_request};
 use crate::shelf::Shelf;
 use crate::text::bm25_scores;
-use crate::{GistConfig, GistError};
+use crate::GistConfig;
 
 const MANIFEST_NAME: &str = "M3 gist-index";
 const FORMAT_VERSION: u32 = 1;
@@ -86,12 +86,11 @@ fn bump(c: &AtomicU64) {
 pub struct GistIndex {
     services: Services,
     config: GistConfig,
-    shelves: RwLock<HashMap<Namespace, Shelf>>,
+    shelves: Spaces<Shelf>,
     /// Serialises the operations that change pages (write, forget, manage,
     /// restore), which await LLM calls between reading and updating state.
     gate: tokio::sync::Mutex<()>,
     counters: Counters,
-    disk_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for GistIndex {
@@ -111,10 +110,9 @@ impl GistIndex {
         Ok(GistIndex {
             services,
             config,
-            shelves: RwLock::new(HashMap::new()),
+            shelves: Spaces::new(),
             gate: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
-            disk_bytes: AtomicU64::new(0),
         })
     }
 
@@ -146,11 +144,8 @@ impl GistIndex {
     pub fn gists(&self, namespace: &Namespace) -> Vec<String> {
         self.shelves
             .read()
-            .ok()
-            .and_then(|s| {
-                s.get(namespace)
-                    .map(|sh| sh.pages.iter().map(|p| p.gist.clone()).collect())
-            })
+            .get(namespace)
+            .map(|sh| sh.pages.iter().map(|p| p.gist.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -158,34 +153,14 @@ impl GistIndex {
     pub fn pages(&self, namespace: &Namespace) -> Vec<Vec<String>> {
         self.shelves
             .read()
-            .ok()
-            .and_then(|s| {
-                s.get(namespace).map(|sh| {
-                    sh.pages
-                        .iter()
-                        .map(|p| p.entries.iter().map(|e| e.source_id.clone()).collect())
-                        .collect()
-                })
+            .get(namespace)
+            .map(|sh| {
+                sh.pages
+                    .iter()
+                    .map(|p| p.entries.iter().map(|e| e.source_id.clone()).collect())
+                    .collect()
             })
             .unwrap_or_default()
-    }
-
-    fn read_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Shelf>>> {
-        self.shelves
-            .read()
-            .map_err(|_| GistError::Poisoned.during(op))
-    }
-
-    fn write_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Shelf>>> {
-        self.shelves
-            .write()
-            .map_err(|_| GistError::Poisoned.during(op))
     }
 
     /// One gist: the LLM's when it answers something usable, else the rule's.
@@ -235,7 +210,7 @@ impl GistIndex {
     /// The pages to expand: the LLM's choice, or BM25's when it fails.
     async fn select(&self, query: &Query) -> Result<(Vec<u64>, Selection)> {
         let (lines, ids, scores) = {
-            let shelves = self.read_lock("read")?;
+            let shelves = self.shelves.read();
             let Some(shelf) = shelves.get(&query.namespace) else {
                 return Ok((Vec::new(), Selection::Rule));
             };
@@ -319,7 +294,7 @@ impl GistIndex {
     pub async fn read_detailed(&self, query: &Query) -> Result<GistRead> {
         query.validate()?;
         let (chosen, selection) = self.select(query).await?;
-        let shelves = self.read_lock("read")?;
+        let shelves = self.shelves.read();
         let Some(shelf) = shelves.get(&query.namespace) else {
             return Ok(GistRead {
                 recall: Recall::empty(),
@@ -378,7 +353,7 @@ impl Substrate for GistIndex {
         }
         let _gate = self.gate.lock().await;
         let (newest, mut episodes, mut last_step) = {
-            let shelves = self.read_lock("write")?;
+            let shelves = self.shelves.read();
             let shelf = shelves.get(namespace);
             check_new_sources(events, |id| shelf.is_some_and(|s| s.ids.contains(id)))?;
             let newest = shelf
@@ -416,7 +391,7 @@ impl Substrate for GistIndex {
         for group in &pagination.pages {
             gists.push(self.write_gist(group).await);
         }
-        let mut shelves = self.write_lock("write")?;
+        let mut shelves = self.shelves.write();
         let shelf = shelves.entry(namespace.clone()).or_default();
         if pagination.reopened {
             let reopened = newest.as_ref().map(|(id, _)| *id);
@@ -451,7 +426,7 @@ impl Substrate for GistIndex {
     async fn manage(&self) -> Result<ManageReport> {
         let _gate = self.gate.lock().await;
         let stale: Vec<(Namespace, u64, Vec<Entry>)> = {
-            let shelves = self.read_lock("manage")?;
+            let shelves = self.shelves.read();
             shelves
                 .iter()
                 .flat_map(|(ns, s)| {
@@ -468,7 +443,7 @@ impl Substrate for GistIndex {
             rewritten.push((ns, id, gist));
         }
         let mut changed = 0;
-        let mut shelves = self.write_lock("manage")?;
+        let mut shelves = self.shelves.write();
         for (ns, id, (gist, writer)) in rewritten {
             if let Some(p) = shelves
                 .get_mut(&ns)
@@ -492,43 +467,37 @@ impl Substrate for GistIndex {
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        if let Ok(shelves) = self.shelves.read() {
-            for s in shelves.values() {
-                fp.memory_bytes += s.memory_bytes();
-                fp.input_tokens += s.input_tokens();
-                let gists: u64 = s
-                    .pages
-                    .iter()
-                    .map(|p| self.services.tokens.count(&p.gist) as u64)
-                    .sum();
-                fp.stored_tokens += s.input_tokens() + gists;
+        self.shelves.footprint(|s| {
+            let gists: u64 = s
+                .pages
+                .iter()
+                .map(|p| self.services.tokens.count(&p.gist) as u64)
+                .sum();
+            Footprint {
+                memory_bytes: s.memory_bytes(),
+                input_tokens: s.input_tokens(),
+                stored_tokens: s.input_tokens() + gists,
+                ..Footprint::default()
             }
-        }
-        fp
+        })
     }
 
     #[tracing::instrument(name = "m3.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        STATE.save(dir, None, self.read_lock("persist")?, &self.disk_bytes)
+        self.shelves.save(&STATE, dir, None)
     }
 
     #[tracing::instrument(name = "m3.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        let (restored, bytes) = STATE.load(dir, None, |_, shelf: &mut Shelf| shelf.rebuild())?;
         let _gate = self.gate.lock().await;
-        *self.write_lock("restore")? = restored;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
-        Ok(())
+        self.shelves
+            .restore(&STATE, dir, None, |_, shelf: &mut Shelf| shelf.rebuild())
     }
 
     #[tracing::instrument(name = "m3.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
         let _gate = self.gate.lock().await;
-        let mut shelves = self.write_lock("forget")?;
+        let mut shelves = self.shelves.write();
         Ok(match target {
             Forget::Namespace(ns) => shelves.remove(ns).map_or(0, |s| s.events()),
             Forget::Sources {
