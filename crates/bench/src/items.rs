@@ -138,6 +138,10 @@ pub struct ShownMemory {
     pub question: String,
     /// Gold evidence source ids.
     pub evidence: Vec<String>,
+    /// The text of each gold evidence event the dataset gives (in
+    /// `evidence`'s order), to find it in `text` when the render names no ids.
+    #[serde(default)]
+    pub evidence_text: Vec<String>,
     /// The rendered memory, exactly as the reader gets it.
     pub text: String,
     /// Source ids the recall names, with their resolution, in the recall's

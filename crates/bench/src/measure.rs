@@ -172,6 +172,11 @@ pub(crate) async fn read_item(
         shown: ctx.opts.trace.then(|| ShownMemory {
             question: q.text.clone(),
             evidence: q.evidence.clone(),
+            evidence_text: q
+                .evidence
+                .iter()
+                .filter_map(|e| conv.evidence_text.get(e).cloned())
+                .collect(),
             text: recall.text.clone(),
             sources: recall
                 .sources

@@ -429,6 +429,11 @@ async fn traced_run_reports_where_gold_evidence_went() {
         assert!(!shown.question.is_empty());
         assert_eq!(shown.evidence.len(), i.gold_evidence);
         assert_eq!(
+            shown.evidence_text.len(),
+            i.gold_evidence,
+            "the synthetic set gives every gold turn's text"
+        );
+        assert_eq!(
             shown.text.is_empty(),
             i.retrieved_tokens == 0,
             "{}: the text is the rendered memory",

@@ -399,9 +399,53 @@ async fn inspector_in_headless_chromium() {
         .js("return document.querySelectorAll('#rep-cats tbody tr').length")
         .await;
     assert_eq!(cats, json!(2));
+    let fate_rows = d
+        .js("return document.querySelectorAll('#rep-fates g[data-run]').length")
+        .await;
+    assert_eq!(fate_rows, json!(12), "one stacked bar per run");
     d.js("document.getElementById('rep-h').scrollIntoView(); return true")
         .await;
     d.screenshot(&shots.join("report.png")).await;
+
+    // An item's question: what every substrate showed for it, then the same
+    // question and gold ids handed to the side-by-side form.
+    d.click("#rep-items-table button[aria-label='what each substrate showed for q0']")
+        .await;
+    d.wait(
+        "the item's columns",
+        "return document.querySelectorAll('#rep-item .cmp-col').length === 4",
+    )
+    .await;
+    let gold = d
+        .js("return [...document.querySelectorAll('#rep-item .cmp-col')].map(c => \
+             [c.dataset.substrate, [...c.querySelectorAll('.gold-list li')].map(l => l.textContent).join()])")
+        .await;
+    assert_eq!(
+        gold,
+        json!([
+            ["m2", "D1:0: shown as raw"],
+            ["m1-fill", "D1:0: shown as raw"],
+            ["hybrid-fill", "D1:0: shown as raw"],
+            ["flexa", "D1:0: shown as excerpt"]
+        ]),
+        "each substrate's fate of the gold id, from the traced items"
+    );
+    d.click("#rep-item-compare").await;
+    let form = d
+        .js("return ['cmp-question', 'cmp-gold', 'cmp-budget', 'cmp-substrates'].map(id => document.getElementById(id).value)")
+        .await;
+    assert_eq!(
+        form,
+        json!([
+            "who is my violin teacher",
+            "D1:0",
+            "2048",
+            "m2, m1-fill, hybrid-fill, flexa"
+        ])
+    );
+    d.js("document.getElementById('rep-item-h').scrollIntoView(); return true")
+        .await;
+    d.screenshot(&shots.join("report-item.png")).await;
 
     // The playground at a 32k budget: how long the page takes from the
     // read's answer to the drawn blocks (measured, reported, not asserted:

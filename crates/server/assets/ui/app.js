@@ -590,7 +590,16 @@ function selectRun(run) {
   body.replaceChildren(...items.slice(0, 500).map((i) => {
     const tr = document.createElement("tr");
     const cov = i.coverage || {};
-    for (const v of [i.question_id, i.category, i.recall_at_k, `${fmt(cov.whole)} / ${fmt(cov.part)} / ${fmt(cov.gold)}`,
+    const td = document.createElement("td");
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "link";
+    open.textContent = i.question_id;
+    open.setAttribute("aria-label", `what each substrate showed for ${i.question_id}`);
+    open.addEventListener("click", () => showItem(i));
+    td.appendChild(open);
+    tr.appendChild(td);
+    for (const v of [i.category, i.recall_at_k, `${fmt(cov.whole)} / ${fmt(cov.part)} / ${fmt(cov.gold)}`,
       i.retrieved_tokens, i.read_seconds, i.answer]) cell(tr, fmt(v));
     return tr;
   }));
@@ -598,11 +607,124 @@ function selectRun(run) {
   status(`${run.substrate} at ${run.budget}: ${items.length} item(s)`);
 }
 
+// Every substrate's item for the same question at the same budget, side by
+// side: its figures, where each gold id went and, from a `--trace` run, the
+// memory it showed with the lines naming a gold id marked.
+function showItem(item) {
+  const same = report.items.filter((i) => i.dataset === item.dataset && i.conversation === item.conversation &&
+    i.question_id === item.question_id && i.budget === item.budget);
+  const grid = $("rep-item");
+  grid.dataset.question = item.question_id;
+  grid.replaceChildren(...same.map((i) => {
+    const col = document.createElement("div");
+    col.className = "cmp-col";
+    col.dataset.substrate = i.substrate;
+    const h = document.createElement("h4");
+    h.textContent = `${i.substrate} (k ${i.k})`;
+    const cov = i.coverage || {};
+    const facts = document.createElement("p");
+    facts.className = "meta";
+    facts.textContent = `${fmt(i.retrieved_tokens)} / ${i.budget} tokens · gold whole ${fmt(cov.whole)}, part ${fmt(cov.part)} of ${fmt(cov.gold)}` +
+      ` · answer recall ${fmt(i.answer_recall)}`;
+    col.append(h, facts);
+    const shown = i.shown;
+    if (!shown) {
+      const p = document.createElement("p");
+      p.className = "note";
+      p.textContent = "not kept: rerun with --trace for the memory shown";
+      col.append(p);
+      return col;
+    }
+    const byId = new Map(shown.sources.map(([id, res]) => [id, res]));
+    const ul = document.createElement("ul");
+    ul.className = "gold-list";
+    for (const g of shown.evidence) {
+      const li = document.createElement("li");
+      const res = byId.get(g);
+      li.textContent = `${g}: ${res ? "shown as " + res : "not shown"}`;
+      li.dataset.shown = String(Boolean(res));
+      ul.appendChild(li);
+    }
+    const text = document.createElement("div");
+    for (const line of shown.text.split("\n")) {
+      const d = document.createElement("div");
+      const gold = shown.evidence.some((g) => line.includes(g)) ||
+        (shown.evidence_text || []).some((c) => line.includes(c) || (line.trim().length >= 12 && c.includes(line.trim())));
+      d.className = gold ? "line gold" : "line";
+      d.textContent = line;
+      text.appendChild(d);
+    }
+    col.append(ul, text);
+    return col;
+  }));
+  const traced = same.find((i) => i.shown);
+  $("rep-item-h").textContent = `What each substrate showed: ${item.question_id} at ${item.budget}` +
+    (traced ? ` (“${traced.shown.question}”)` : "");
+  const button = $("rep-item-compare");
+  button.hidden = !traced;
+  button.onclick = traced ? () => {
+    $("cmp-question").value = traced.shown.question;
+    $("cmp-gold").value = traced.shown.evidence.join(", ");
+    $("cmp-budget").value = String(item.budget);
+    $("cmp-substrates").value = [...new Set(same.map((i) => i.substrate))].slice(0, 4).join(", ");
+    $("cmp-h").scrollIntoView();
+    $("cmp-question").focus();
+    status("the item's question, gold ids, budget and substrates are in the side-by-side form");
+  } : null;
+  status(`${item.question_id}: ${same.length} substrate(s)`);
+}
+
+const FATES = [["whole", "shown whole", "#2ca02c"], ["part_only", "only in part", "#98df8a"],
+  ["record_only", "only through a record", "#ff7f0e"], ["absent", "not shown", "#d3d3d3"]];
+
+// One stacked bar per run (substrate at budget): the shares of its gold turns
+// by fate.
+function drawFates(runs) {
+  const rows = runs.filter((r) => r.metrics.evidence_fates && typeof r.metrics.evidence_fates === "object")
+    .sort((a, b) => a.substrate.localeCompare(b.substrate) || a.budget - b.budget);
+  const W = 450, bar = 14, gap = 6, left = 130, top = 22;
+  const H = top + rows.length * (bar + gap) + 30;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "where gold turns went, per run" });
+  const X = (v) => left + v * (W - left - 15);
+  let lx = 2;
+  for (const [, label, c] of FATES) {
+    svg.appendChild(el("rect", { x: lx, y: 4, width: 10, height: 10, fill: c }));
+    svg.appendChild(el("text", { x: lx + 13, y: 13, "font-size": 10 }, label));
+    lx += 13 + label.length * 5.2 + 12;
+  }
+  rows.forEach((r, n) => {
+    const f = r.metrics.evidence_fates;
+    const y = top + n * (bar + gap);
+    svg.appendChild(el("text", { x: left - 6, y: y + bar - 3, "text-anchor": "end", "font-size": 10 }, `${r.substrate} @ ${r.budget}`));
+    const row = el("g", { role: "img" });
+    row.dataset.run = `${r.substrate}@${r.budget}`;
+    let at = 0;
+    const parts = [];
+    for (const [key, label, c] of FATES) {
+      // Shares past 100% (a malformed summary) are clipped, not drawn outside.
+      const v = Math.max(0, Math.min(num(f[key]) ?? 0, 1 - at));
+      if (v > 0) {
+        const rect = el("rect", { x: X(at), y, width: Math.max(0, X(at + v) - X(at)), height: bar, fill: c });
+        rect.dataset.fate = key;
+        rect.appendChild(el("title", {}, `${r.substrate} @ ${r.budget}: ${label} ${(100 * v).toFixed(1)}%`));
+        row.appendChild(rect);
+      }
+      parts.push(`${label} ${(100 * v).toFixed(0)}%`);
+      at += v;
+    }
+    row.setAttribute("aria-label", `${r.substrate} at ${r.budget}: ${parts.join(", ")}`);
+    svg.appendChild(row);
+  });
+  [0, 0.5, 1].forEach((v) => svg.appendChild(el("text", { x: X(v), y: H - 8, "text-anchor": "middle", "font-size": 10 }, `${v * 100}%`)));
+  return svg;
+}
+
 function drawReport() {
   const runs = report.runs;
   const col = colors(runs);
   $("rep-coverage").replaceChildren(drawCoverage(runs, col));
   $("rep-scatter").replaceChildren(drawScatter(runs, col, $("rep-quality").value));
+  $("rep-fates").replaceChildren(drawFates(runs));
   $("rep-legend").replaceChildren(...[...col].map(([name, c]) => {
     const s = document.createElement("span");
     s.textContent = name;
