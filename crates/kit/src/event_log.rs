@@ -331,7 +331,7 @@ impl<R: LogRanker> Substrate for EventLog<R> {
     }
 
     fn footprint(&self) -> Footprint {
-        self.logs.footprint(|log| Footprint {
+        self.logs.footprint(|_, log| Footprint {
             memory_bytes: log.bytes,
             disk_bytes: 0,
             stored_tokens: log.tokens,

@@ -26,7 +26,7 @@
 //!     if notes.is_empty() { Err("a namespace without notes".to_string()) } else { Ok(()) }
 //! })?;
 //! assert_eq!(copy.read()[&alice].len(), 1);
-//! let footprint = copy.footprint(|notes| Footprint {
+//! let footprint = copy.footprint(|_, notes| Footprint {
 //!     memory_bytes: notes.iter().map(|n| n.len() as u64).sum(),
 //!     ..Footprint::default()
 //! });
@@ -108,13 +108,13 @@ impl<T> Spaces<T> {
         self.write().remove(namespace)
     }
 
-    /// The sum of `measure` over every namespace, with
+    /// The sum of `measure` over every namespace (its name and state), with
     /// [`disk_bytes`](Self::disk_bytes) as the disk figure.
-    pub fn footprint(&self, measure: impl Fn(&T) -> Footprint) -> Footprint {
+    pub fn footprint(&self, measure: impl Fn(&Namespace, &T) -> Footprint) -> Footprint {
         let mut total = self
             .read()
-            .values()
-            .map(measure)
+            .iter()
+            .map(|(ns, state)| measure(ns, state))
             .fold(Footprint::default(), |a, b| Footprint {
                 memory_bytes: a.memory_bytes + b.memory_bytes,
                 disk_bytes: 0,
@@ -209,7 +209,7 @@ mod tests {
             .restore(&FILE, dir.path(), None, |_, _| Ok::<_, String>(()))
             .unwrap();
         assert_eq!(spaces.read()[&ns], vec![1, 2]);
-        let fp = spaces.footprint(|v| Footprint {
+        let fp = spaces.footprint(|_, v| Footprint {
             stored_tokens: v.len() as u64,
             ..Footprint::default()
         });

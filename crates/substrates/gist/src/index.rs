@@ -467,7 +467,7 @@ impl Substrate for GistIndex {
     }
 
     fn footprint(&self) -> Footprint {
-        self.shelves.footprint(|s| {
+        self.shelves.footprint(|_, s| {
             let gists: u64 = s
                 .pages
                 .iter()
