@@ -13,9 +13,6 @@ pub enum NotesError {
     /// The embedder returned the wrong number or shape of vectors.
     #[error("embedding failed: {0}")]
     Embedding(String),
-    /// A lock was poisoned by a panic in another thread.
-    #[error("internal lock poisoned by an earlier panic")]
-    Poisoned,
     /// Persisted state does not match what this instance can use.
     #[error("persisted state is inconsistent: {0}")]
     Corrupt(String),

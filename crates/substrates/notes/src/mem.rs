@@ -1,11 +1,11 @@
 //! [`EvolvingNotes`]: the M4 substrate's state and its write, manage, read and
 //! forget paths (the [`submem_core::Substrate`] impl is in `substrate.rs`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::{Event, ManageReport, Namespace, Query, Recall, Result, Services, WriteReport};
 use submem_kit::batch::check_new_sources;
+use submem_kit::spaces::Spaces;
 
 use crate::evolve::{edit_for, evolve_request, parse_evolve_reply};
 use crate::note::{write_note, Writer};
@@ -47,12 +47,11 @@ fn bump(c: &AtomicU64, n: u64) {
 pub struct EvolvingNotes {
     pub(crate) services: Services,
     pub(crate) config: NotesConfig,
-    pub(crate) spaces: RwLock<HashMap<Namespace, Space>>,
+    pub(crate) spaces: Spaces<Space>,
     /// Serialises the mutating operations (write, manage, forget, restore):
     /// they call models between short critical sections on `spaces`, and
     /// reads stay possible meanwhile.
     pub(crate) gate: tokio::sync::Mutex<()>,
-    pub(crate) disk_bytes: AtomicU64,
     pub(crate) counters: Counters,
 }
 
@@ -76,9 +75,8 @@ impl EvolvingNotes {
         Ok(EvolvingNotes {
             services,
             config,
-            spaces: RwLock::new(HashMap::new()),
+            spaces: Spaces::new(),
             gate: tokio::sync::Mutex::new(()),
-            disk_bytes: AtomicU64::new(0),
             counters: Counters::default(),
         })
     }
@@ -106,38 +104,14 @@ impl EvolvingNotes {
     pub fn notes(&self, namespace: &Namespace) -> Vec<Note> {
         self.spaces
             .read()
-            .map(|s| {
-                s.get(namespace)
-                    .map(|sp| sp.notes.values().cloned().collect())
-                    .unwrap_or_default()
-            })
+            .get(namespace)
+            .map(|sp| sp.notes.values().cloned().collect())
             .unwrap_or_default()
     }
 
     /// Evolutions queued for the next `manage()`.
     pub fn pending_evolutions(&self) -> usize {
-        self.spaces
-            .read()
-            .map(|s| s.values().map(|sp| sp.pending.len()).sum())
-            .unwrap_or(0)
-    }
-
-    pub(crate) fn read_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .read()
-            .map_err(|_| NotesError::Poisoned.during(op))
-    }
-
-    pub(crate) fn write_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .write()
-            .map_err(|_| NotesError::Poisoned.during(op))
+        self.spaces.read().values().map(|sp| sp.pending.len()).sum()
     }
 
     /// Embeds `texts` in batches, checking count, length and finiteness.
@@ -179,7 +153,7 @@ impl EvolvingNotes {
     ) -> Result<WriteReport> {
         let _gate = self.gate.lock().await;
         {
-            let spaces = self.read_lock("write")?;
+            let spaces = self.spaces.read();
             let existing = spaces.get(namespace);
             check_new_sources(events, |id| {
                 existing.is_some_and(|s| s.by_source.contains_key(id))
@@ -213,7 +187,7 @@ impl EvolvingNotes {
             .embed(notes.iter().map(Note::embed_text).collect(), "write")
             .await?;
         let evolve = self.services.llm.is_some();
-        let mut spaces = self.write_lock("write")?;
+        let mut spaces = self.spaces.write();
         let space = spaces.entry(namespace.clone()).or_default();
         for (mut note, v) in notes.into_iter().zip(vectors) {
             note.id = space.next_id;
@@ -256,12 +230,12 @@ impl EvolvingNotes {
         let Some(llm) = self.services.llm.clone() else {
             return Ok(ManageReport::default());
         };
-        let mut names: Vec<Namespace> = self.read_lock("manage")?.keys().cloned().collect();
+        let mut names: Vec<Namespace> = self.spaces.read().keys().cloned().collect();
         names.sort();
         let mut changed = 0usize;
         for ns in names {
             let pending = {
-                let mut spaces = self.write_lock("manage")?;
+                let mut spaces = self.spaces.write();
                 match spaces.get_mut(&ns) {
                     Some(s) => std::mem::take(&mut s.pending),
                     None => continue,
@@ -270,7 +244,7 @@ impl EvolvingNotes {
             let mut stale: BTreeSet<u64> = BTreeSet::new();
             for p in pending {
                 let prepared = {
-                    let spaces = self.read_lock("manage")?;
+                    let spaces = self.spaces.read();
                     spaces.get(&ns).and_then(|s| {
                         let new = s.notes.get(&p.new_note)?;
                         let neigh: Vec<&Note> =
@@ -313,7 +287,7 @@ impl EvolvingNotes {
                     bump(&self.counters.evolution_failures, 1);
                     continue;
                 };
-                let mut spaces = self.write_lock("manage")?;
+                let mut spaces = self.spaces.write();
                 let Some(space) = spaces.get_mut(&ns) else {
                     continue;
                 };
@@ -346,7 +320,7 @@ impl EvolvingNotes {
             return Ok(());
         }
         let texts: Vec<(u64, String)> = {
-            let spaces = self.read_lock(op)?;
+            let spaces = self.spaces.read();
             let Some(s) = spaces.get(ns) else {
                 return Ok(());
             };
@@ -357,7 +331,7 @@ impl EvolvingNotes {
         let vectors = self
             .embed(texts.iter().map(|(_, t)| t.clone()).collect(), op)
             .await?;
-        let mut spaces = self.write_lock(op)?;
+        let mut spaces = self.spaces.write();
         if let Some(s) = spaces.get_mut(ns) {
             for ((id, _), v) in texts.iter().zip(vectors) {
                 if let Some(n) = s.notes.get_mut(id) {
@@ -372,7 +346,8 @@ impl EvolvingNotes {
         query.validate()?;
         let allowance = query.allowance();
         let empty = self
-            .read_lock("read")?
+            .spaces
+            .read()
             .get(&query.namespace)
             .is_none_or(|s| s.notes.is_empty());
         if empty || allowance == 0 {
@@ -384,7 +359,7 @@ impl EvolvingNotes {
             .await?
             .pop()
             .ok_or_else(|| NotesError::Embedding("no query vector".into()).during("read"))?;
-        let spaces = self.read_lock("read")?;
+        let spaces = self.spaces.read();
         let Some(space) = spaces.get(&query.namespace) else {
             return Ok(Recall::empty());
         };
@@ -407,7 +382,7 @@ impl EvolvingNotes {
     ) -> Result<usize> {
         let _gate = self.gate.lock().await;
         let (n, repaired) = {
-            let mut spaces = self.write_lock("forget")?;
+            let mut spaces = self.spaces.write();
             let Some(space) = spaces.get_mut(namespace) else {
                 return Ok(0);
             };
@@ -426,7 +401,8 @@ impl EvolvingNotes {
     pub(crate) async fn forget_namespace(&self, namespace: &Namespace) -> Result<usize> {
         let _gate = self.gate.lock().await;
         Ok(self
-            .write_lock("forget")?
+            .spaces
+            .write()
             .remove(namespace)
             .map_or(0, |s| s.notes.len()))
     }

@@ -5,7 +5,6 @@
 
 use async_trait::async_trait;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use submem_core::{
     Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
     Substrate, SubstrateInfo, WriteReport,
@@ -74,43 +73,37 @@ impl Substrate for EvolvingNotes {
     }
 
     fn footprint(&self) -> Footprint {
-        let Ok(spaces) = self.spaces.read() else {
-            return Footprint::default();
-        };
-        let mut f = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        for (ns, s) in spaces.iter() {
-            let (input, stored) = s.tokens(&*self.services.tokens);
-            f.input_tokens += input;
-            f.stored_tokens += stored;
-            f.memory_bytes += ns.as_str().len() as u64
-                + s.notes.values().map(|n| n.bytes()).sum::<u64>()
-                + s.by_source.keys().map(|k| k.len() as u64 + 32).sum::<u64>()
-                + s.pending
-                    .iter()
-                    .map(|p| 32 + 8 * p.neighbours.len() as u64)
-                    .sum::<u64>();
-        }
-        f
+        self.spaces.footprint(|ns, s| {
+            let (input_tokens, stored_tokens) = s.tokens(&*self.services.tokens);
+            Footprint {
+                memory_bytes: ns.as_str().len() as u64
+                    + s.notes.values().map(|n| n.bytes()).sum::<u64>()
+                    + s.by_source.keys().map(|k| k.len() as u64 + 32).sum::<u64>()
+                    + s.pending
+                        .iter()
+                        .map(|p| 32 + 8 * p.neighbours.len() as u64)
+                        .sum::<u64>(),
+                input_tokens,
+                stored_tokens,
+                ..Footprint::default()
+            }
+        })
     }
 
     async fn persist(&self, dir: &Path) -> Result<()> {
         let _gate = self.gate.lock().await;
         let embedder = Some(&*self.services.embedder);
-        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
+        self.spaces.save(&STATE, dir, embedder)
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
         let _gate = self.gate.lock().await;
         let dim = self.services.embedder.dimension();
-        STATE.restore(
+        self.spaces.restore(
+            &STATE,
             dir,
             Some(&*self.services.embedder),
             |_, s: &mut Space| check_space(s, dim),
-            || self.write_lock("restore"),
-            &self.disk_bytes,
         )
     }
 
