@@ -32,10 +32,6 @@ pub enum RefineError {
     /// k-means failed.
     #[error("k-means clustering failed: {0}")]
     Clustering(String),
-
-    /// A lock was poisoned by a panic in another thread.
-    #[error("internal lock poisoned by an earlier panic")]
-    Poisoned,
 }
 
 impl RefineError {

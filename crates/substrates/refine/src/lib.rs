@@ -60,6 +60,7 @@ pub mod journal;
 mod pack;
 pub mod skill_writer;
 pub mod skills;
+mod space;
 pub mod strategies;
 
 pub use config::{EpisodeConfig, SkillConfig, StrategyConfig};

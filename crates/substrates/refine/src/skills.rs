@@ -29,20 +29,20 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use submem_core::{
     cosine, l2_normalize, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace,
     Query, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
 
 use crate::cluster::kmeans;
 use crate::journal::{Entry, Journal};
 use crate::pack::{embed, pack, rank_by_cosine, Item};
 use crate::skill_writer::{rule_skill, write_skill, Skill};
-use crate::{EpisodeConfig, RefineError, SkillConfig};
+use crate::space::{self, Derived};
+use crate::{EpisodeConfig, SkillConfig};
 
 const METHOD: &str = "M8";
 /// Name written in the persisted manifest.
@@ -122,6 +122,16 @@ impl Space {
         });
         (in_time, nearest)
     }
+}
+
+impl Derived for Space {
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
 
     fn check(&self) -> std::result::Result<(), String> {
         for (id, b) in &self.bundles {
@@ -148,8 +158,7 @@ pub struct SkillBundles {
     services: Services,
     config: SkillConfig,
     episodes: EpisodeConfig,
-    spaces: RwLock<HashMap<Namespace, Space>>,
-    disk_bytes: AtomicU64,
+    spaces: Spaces<Space>,
 }
 
 impl std::fmt::Debug for SkillBundles {
@@ -171,8 +180,7 @@ impl SkillBundles {
             services,
             config,
             episodes: EpisodeConfig::default(),
-            spaces: RwLock::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            spaces: Spaces::new(),
         })
     }
 
@@ -184,33 +192,15 @@ impl SkillBundles {
     /// Skills of `namespace` with their bundle sizes, oldest bundle first:
     /// for inspection and tests.
     pub fn skills(&self, namespace: &Namespace) -> Vec<(Skill, usize)> {
-        let Ok(spaces) = self.spaces.read() else {
-            return Vec::new();
-        };
-        spaces.get(namespace).map_or_else(Vec::new, |s| {
-            s.bundles
-                .values()
-                .filter_map(|b| Some((b.skill.clone()?, b.members.len())))
-                .collect()
-        })
-    }
-
-    fn read_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
         self.spaces
             .read()
-            .map_err(|_| RefineError::Poisoned.into_core(METHOD, op))
-    }
-
-    fn write_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .write()
-            .map_err(|_| RefineError::Poisoned.into_core(METHOD, op))
+            .get(namespace)
+            .map_or_else(Vec::new, |s| {
+                s.bundles
+                    .values()
+                    .filter_map(|b| Some((b.skill.clone()?, b.members.len())))
+                    .collect()
+            })
     }
 
     fn job(space: &Space, id: u64) -> Option<Job> {
@@ -220,12 +210,7 @@ impl SkillBundles {
     }
 
     /// Writes skills for `jobs` of `ns`; returns how many were stored.
-    async fn write_skills(
-        &self,
-        ns: &Namespace,
-        jobs: Vec<Job>,
-        op: &'static str,
-    ) -> Result<usize> {
+    async fn write_skills(&self, ns: &Namespace, jobs: Vec<Job>) -> Result<usize> {
         let mut written = 0;
         for (id, members, in_time, nearest) in jobs {
             let in_time: Vec<&Entry> = in_time.iter().collect();
@@ -238,7 +223,7 @@ impl SkillBundles {
                 &self.config,
             )
             .await;
-            let mut spaces = self.write_lock(op)?;
+            let mut spaces = self.spaces.write();
             if let Some(b) = spaces.get_mut(ns).and_then(|s| s.bundles.get_mut(&id)) {
                 // A bundle changed meanwhile keeps its old skill and stays stale.
                 if b.members == members {
@@ -270,13 +255,14 @@ impl Substrate for SkillBundles {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        self.read_lock("write")?
+        self.spaces
+            .read()
             .get(namespace)
             .map_or(Ok(()), |s| s.journal.validate(events))?;
         let texts: Vec<String> = events.iter().map(Event::content).collect();
         let vectors = embed(&*self.services.embedder, &texts).await?;
         let jobs = {
-            let mut spaces = self.write_lock("write")?;
+            let mut spaces = self.spaces.write();
             let space = spaces.entry(namespace.clone()).or_default();
             // Another task may have written the same ids since validation.
             space.journal.validate(events)?;
@@ -361,7 +347,7 @@ impl Substrate for SkillBundles {
                 .filter_map(|b| Self::job(space, b))
                 .collect::<Vec<_>>()
         };
-        let units = self.write_skills(namespace, jobs, "write").await?;
+        let units = self.write_skills(namespace, jobs).await?;
         Ok(WriteReport {
             events: events.len(),
             units,
@@ -372,7 +358,8 @@ impl Substrate for SkillBundles {
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
         let empty = self
-            .read_lock("read")?
+            .spaces
+            .read()
             .get(&query.namespace)
             .is_none_or(|s| s.bundles.values().all(|b| b.skill.is_none()));
         if empty {
@@ -383,7 +370,7 @@ impl Substrate for SkillBundles {
             return Ok(Recall::empty());
         };
         let (items, ids): (Vec<Item>, Vec<u64>) = {
-            let spaces = self.read_lock("read")?;
+            let spaces = self.spaces.read();
             let Some(space) = spaces.get(&query.namespace) else {
                 return Ok(Recall::empty());
             };
@@ -414,7 +401,7 @@ impl Substrate for SkillBundles {
         };
         let (recall, shown) = pack(&items, &*self.services.tokens, query.allowance());
         if !shown.is_empty() {
-            let mut spaces = self.write_lock("read")?;
+            let mut spaces = self.spaces.write();
             if let Some(space) = spaces.get_mut(&query.namespace) {
                 for i in shown {
                     if let Some(b) = space.bundles.get_mut(&ids[i]) {
@@ -430,7 +417,7 @@ impl Substrate for SkillBundles {
     async fn manage(&self) -> Result<ManageReport> {
         let mut changed = 0;
         let work: Vec<(Namespace, Vec<Job>)> = {
-            let mut spaces = self.write_lock("manage")?;
+            let mut spaces = self.spaces.write();
             let mut work = Vec::new();
             for (ns, space) in spaces.iter_mut() {
                 changed += shrink(space, &self.config);
@@ -452,95 +439,71 @@ impl Substrate for SkillBundles {
             work
         };
         for (ns, jobs) in work {
-            changed += self.write_skills(&ns, jobs, "manage").await?;
+            changed += self.write_skills(&ns, jobs).await?;
         }
         Ok(ManageReport { changed })
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        if let Ok(spaces) = self.spaces.read() {
-            for s in spaces.values() {
-                let input = s.journal.tokens();
-                fp.input_tokens += input;
-                fp.stored_tokens += input;
-                fp.memory_bytes += s.journal.memory_bytes()
-                    + s.experiences
-                        .iter()
-                        .map(|(k, e)| (k.len() + e.vector.len() * 4 + 48) as u64)
-                        .sum::<u64>();
-                for b in s.bundles.values() {
-                    let text = b.skill.as_ref().map_or("", |k| k.text.as_str());
-                    fp.stored_tokens += self.services.tokens.count(text) as u64;
-                    fp.memory_bytes += (text.len()
-                        + b.centroid.len() * 4
-                        + b.members.iter().map(|m| m.len() + 24).sum::<usize>()
-                        + 64) as u64;
-                }
+        self.spaces.footprint(|_, s| {
+            let mut fp = space::journal_footprint(&s.journal);
+            fp.memory_bytes += s
+                .experiences
+                .iter()
+                .map(|(k, e)| (k.len() + e.vector.len() * 4 + 48) as u64)
+                .sum::<u64>();
+            for b in s.bundles.values() {
+                let text = b.skill.as_ref().map_or("", |k| k.text.as_str());
+                fp.stored_tokens += self.services.tokens.count(text) as u64;
+                fp.memory_bytes += (text.len()
+                    + b.centroid.len() * 4
+                    + b.members.iter().map(|m| m.len() + 24).sum::<usize>()
+                    + 64) as u64;
             }
-        }
-        fp
+            fp
+        })
     }
 
     #[tracing::instrument(name = "m8.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let embedder = Some(&*self.services.embedder);
-        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
+        self.spaces
+            .save(&STATE, dir, Some(&*self.services.embedder))
     }
 
     #[tracing::instrument(name = "m8.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        STATE.restore(
-            dir,
-            Some(&*self.services.embedder),
-            |_, space: &mut Space| space.journal.reindex().and_then(|()| space.check()),
-            || self.write_lock("restore"),
-            &self.disk_bytes,
-        )
+        space::restore(&self.spaces, &STATE, dir, &*self.services.embedder)
     }
 
     #[tracing::instrument(name = "m8.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut spaces = self.write_lock("forget")?;
-        Ok(match target {
-            Forget::Namespace(ns) => spaces.remove(ns).map_or(0, |s| s.journal.len()),
-            Forget::Sources {
-                namespace,
-                source_ids,
-            } => {
-                let Some(space) = spaces.get_mut(namespace) else {
-                    return Ok(0);
-                };
-                let (n, _) = space.journal.forget(source_ids);
-                let mut touched = BTreeSet::new();
-                for id in source_ids {
-                    if let Some(b) = space.experiences.remove(id).and_then(|e| e.bundle) {
-                        if let Some(bundle) = space.bundles.get_mut(&b) {
-                            bundle.members.retain(|m| m != id);
-                        }
-                        touched.insert(b);
-                    }
-                }
-                for b in touched {
-                    if space.bundles.get(&b).is_some_and(|x| x.members.is_empty()) {
-                        space.bundles.remove(&b);
-                        continue;
-                    }
-                    space.recentre(b);
-                    let (in_time, _) = space.members(b);
-                    let refs: Vec<&Entry> = in_time.iter().collect();
-                    let skill = rule_skill(&refs, &*self.services.tokens, &self.config);
+        Ok(space::forget(&self.spaces, target, |space, source_ids| {
+            let (n, _) = space.journal.forget(source_ids);
+            let mut touched = BTreeSet::new();
+            for id in source_ids {
+                if let Some(b) = space.experiences.remove(id).and_then(|e| e.bundle) {
                     if let Some(bundle) = space.bundles.get_mut(&b) {
-                        bundle.skill = Some(skill);
-                        bundle.stale = true;
+                        bundle.members.retain(|m| m != id);
                     }
+                    touched.insert(b);
                 }
-                n
             }
-        })
+            for b in touched {
+                if space.bundles.get(&b).is_some_and(|x| x.members.is_empty()) {
+                    space.bundles.remove(&b);
+                    continue;
+                }
+                space.recentre(b);
+                let (in_time, _) = space.members(b);
+                let refs: Vec<&Entry> = in_time.iter().collect();
+                let skill = rule_skill(&refs, &*self.services.tokens, &self.config);
+                if let Some(bundle) = space.bundles.get_mut(&b) {
+                    bundle.skill = Some(skill);
+                    bundle.stale = true;
+                }
+            }
+            n
+        }))
     }
 }
 

@@ -17,21 +17,21 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use submem_core::{
     cosine, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
 
 use crate::distill::{distill_episode, Distilled};
 use crate::journal::{Entry, Journal};
 use crate::pack::{embed, pack, rank_by_cosine, Item};
-use crate::{RefineError, StrategyConfig};
+use crate::space::{self, Derived};
+use crate::StrategyConfig;
 
 const METHOD: &str = "M7";
 /// Name written in the persisted manifest.
@@ -96,6 +96,16 @@ impl Space {
         }
         merges
     }
+}
+
+impl Derived for Space {
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
 
     fn check(&self) -> std::result::Result<(), String> {
         for e in &self.bank {
@@ -114,8 +124,7 @@ impl Space {
 pub struct StrategyBank {
     services: Services,
     config: StrategyConfig,
-    spaces: RwLock<HashMap<Namespace, Space>>,
-    disk_bytes: AtomicU64,
+    spaces: Spaces<Space>,
 }
 
 impl std::fmt::Debug for StrategyBank {
@@ -138,8 +147,7 @@ impl StrategyBank {
         Ok(StrategyBank {
             services,
             config,
-            spaces: RwLock::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            spaces: Spaces::new(),
         })
     }
 
@@ -151,9 +159,7 @@ impl StrategyBank {
     /// Strategies shown by reads of `namespace` (merged entries once), with
     /// the outcome of their episode: for inspection and tests.
     pub fn strategies(&self, namespace: &Namespace) -> Vec<(crate::Strategy, crate::Outcome)> {
-        let Ok(spaces) = self.spaces.read() else {
-            return Vec::new();
-        };
+        let spaces = self.spaces.read();
         let Some(space) = spaces.get(namespace) else {
             return Vec::new();
         };
@@ -168,28 +174,10 @@ impl StrategyBank {
             .collect()
     }
 
-    fn read_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .read()
-            .map_err(|_| RefineError::Poisoned.into_core(METHOD, op))
-    }
-
-    fn write_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .write()
-            .map_err(|_| RefineError::Poisoned.into_core(METHOD, op))
-    }
-
     /// Distills the pending episodes `ids` of `ns`; returns strategies added.
-    async fn distill(&self, ns: &Namespace, ids: &[u64], op: &'static str) -> Result<usize> {
+    async fn distill(&self, ns: &Namespace, ids: &[u64]) -> Result<usize> {
         let snapshots: Vec<Snapshot> = {
-            let spaces = self.read_lock(op)?;
+            let spaces = self.spaces.read();
             let Some(space) = spaces.get(ns) else {
                 return Ok(0);
             };
@@ -228,7 +216,7 @@ impl StrategyBank {
                 .iter()
                 .map(|e| e.event.source_id().to_string())
                 .collect();
-            let mut spaces = self.write_lock(op)?;
+            let mut spaces = self.spaces.write();
             let Some(space) = spaces.get_mut(ns) else {
                 continue;
             };
@@ -280,7 +268,7 @@ impl Substrate for StrategyBank {
             return Ok(WriteReport::default());
         }
         let finished = {
-            let mut spaces = self.write_lock("write")?;
+            let mut spaces = self.spaces.write();
             let space = spaces.entry(namespace.clone()).or_default();
             space.journal.validate(events)?;
             let finished =
@@ -290,7 +278,7 @@ impl Substrate for StrategyBank {
             space.pending.extend(finished.iter().copied());
             finished
         };
-        let units = self.distill(namespace, &finished, "write").await?;
+        let units = self.distill(namespace, &finished).await?;
         Ok(WriteReport {
             events: events.len(),
             units,
@@ -301,7 +289,8 @@ impl Substrate for StrategyBank {
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
         let empty = self
-            .read_lock("read")?
+            .spaces
+            .read()
             .get(&query.namespace)
             .is_none_or(|s| s.bank.is_empty());
         if empty {
@@ -312,7 +301,7 @@ impl Substrate for StrategyBank {
             return Ok(Recall::empty());
         };
         let items: Vec<Item> = {
-            let spaces = self.read_lock("read")?;
+            let spaces = self.spaces.read();
             let Some(space) = spaces.get(&query.namespace) else {
                 return Ok(Recall::empty());
             };
@@ -357,7 +346,7 @@ impl Substrate for StrategyBank {
     #[tracing::instrument(name = "m7.manage", skip_all)]
     async fn manage(&self) -> Result<ManageReport> {
         let pending: Vec<(Namespace, Vec<u64>)> = {
-            let mut spaces = self.write_lock("manage")?;
+            let mut spaces = self.spaces.write();
             let mut out: Vec<(Namespace, Vec<u64>)> = spaces
                 .iter_mut()
                 .map(|(ns, space)| {
@@ -372,9 +361,9 @@ impl Substrate for StrategyBank {
         };
         let mut changed = 0;
         for (ns, ids) in pending {
-            changed += self.distill(&ns, &ids, "manage").await?;
+            changed += self.distill(&ns, &ids).await?;
         }
-        let mut spaces = self.write_lock("manage")?;
+        let mut spaces = self.spaces.write();
         for space in spaces.values_mut() {
             changed += space.merge(self.config.merge_threshold);
         }
@@ -382,90 +371,65 @@ impl Substrate for StrategyBank {
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        if let Ok(spaces) = self.spaces.read() {
-            for s in spaces.values() {
-                let input = s.journal.tokens();
-                fp.input_tokens += input;
-                fp.stored_tokens += input;
-                fp.memory_bytes += s.journal.memory_bytes();
-                for a in s.archive.values() {
-                    fp.stored_tokens += a.tokens.iter().map(|t| u64::from(*t)).sum::<u64>();
-                    fp.memory_bytes += a
-                        .distilled
-                        .strategies
-                        .iter()
-                        .map(|st| (st.title.len() + st.description.len() + st.content.len()) as u64)
-                        .sum::<u64>()
-                        + a.vectors.iter().map(|v| (v.len() * 4) as u64).sum::<u64>()
-                        + a.sources.iter().map(|x| x.len() as u64 + 24).sum::<u64>();
-                }
-                fp.memory_bytes += (s.bank.len() * 40) as u64;
+        self.spaces.footprint(|_, s| {
+            let mut fp = space::journal_footprint(&s.journal);
+            for a in s.archive.values() {
+                fp.stored_tokens += a.tokens.iter().map(|t| u64::from(*t)).sum::<u64>();
+                fp.memory_bytes += a
+                    .distilled
+                    .strategies
+                    .iter()
+                    .map(|st| (st.title.len() + st.description.len() + st.content.len()) as u64)
+                    .sum::<u64>()
+                    + a.vectors.iter().map(|v| (v.len() * 4) as u64).sum::<u64>()
+                    + a.sources.iter().map(|x| x.len() as u64 + 24).sum::<u64>();
             }
-        }
-        fp
+            fp.memory_bytes += (s.bank.len() * 40) as u64;
+            fp
+        })
     }
 
     #[tracing::instrument(name = "m7.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let embedder = Some(&*self.services.embedder);
-        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
+        self.spaces
+            .save(&STATE, dir, Some(&*self.services.embedder))
     }
 
     #[tracing::instrument(name = "m7.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
-        STATE.restore(
-            dir,
-            Some(&*self.services.embedder),
-            |_, space: &mut Space| space.journal.reindex().and_then(|()| space.check()),
-            || self.write_lock("restore"),
-            &self.disk_bytes,
-        )
+        space::restore(&self.spaces, &STATE, dir, &*self.services.embedder)
     }
 
     #[tracing::instrument(name = "m7.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut spaces = self.write_lock("forget")?;
-        Ok(match target {
-            Forget::Namespace(ns) => spaces.remove(ns).map_or(0, |s| s.journal.len()),
-            Forget::Sources {
-                namespace,
-                source_ids,
-            } => {
-                let Some(space) = spaces.get_mut(namespace) else {
-                    return Ok(0);
-                };
-                let (n, touched) = space.journal.forget(source_ids);
-                for ep in &touched {
-                    space.archive.remove(ep);
-                    match space.journal.episode(*ep) {
-                        Some(e) if !e.open => {
-                            space.pending.insert(*ep);
-                        }
-                        _ => {
-                            space.pending.remove(ep);
-                        }
+        Ok(space::forget(&self.spaces, target, |space, source_ids| {
+            let (n, touched) = space.journal.forget(source_ids);
+            for ep in &touched {
+                space.archive.remove(ep);
+                match space.journal.episode(*ep) {
+                    Some(e) if !e.open => {
+                        space.pending.insert(*ep);
+                    }
+                    _ => {
+                        space.pending.remove(ep);
                     }
                 }
-                let old = std::mem::take(&mut space.bank);
-                for entry in old {
-                    if entry.members.iter().any(|(ep, _)| touched.contains(ep)) {
-                        space.bank.extend(
-                            entry
-                                .members
-                                .into_iter()
-                                .filter(|(ep, _)| !touched.contains(ep))
-                                .map(|m| BankEntry { members: vec![m] }),
-                        );
-                    } else {
-                        space.bank.push(entry);
-                    }
-                }
-                n
             }
-        })
+            let old = std::mem::take(&mut space.bank);
+            for entry in old {
+                if entry.members.iter().any(|(ep, _)| touched.contains(ep)) {
+                    space.bank.extend(
+                        entry
+                            .members
+                            .into_iter()
+                            .filter(|(ep, _)| !touched.contains(ep))
+                            .map(|m| BankEntry { members: vec![m] }),
+                    );
+                } else {
+                    space.bank.push(entry);
+                }
+            }
+            n
+        }))
     }
 }
