@@ -37,6 +37,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/namespaces/{ns}/footprint"),
     ("get", "/v1/namespaces/{ns}/meter"),
     ("get", "/v1/jobs/{id}"),
+    ("get", "/v1/reports"),
+    ("get", "/v1/reports/{run}/summary"),
+    ("get", "/v1/reports/{run}/items"),
 ];
 
 /// The HTTP application (without `/mcp`, which [`crate::serve`] nests in).
@@ -61,6 +64,15 @@ pub fn router(state: Arc<AppState>) -> Router {
             crate::forward::to_owner,
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    // Reports belong to no namespace: authenticated, never forwarded.
+    let reports = Router::new()
+        .route("/v1/reports", get(crate::reports::list_route))
+        .route(
+            "/v1/reports/{run}/summary",
+            get(crate::reports::summary_route),
+        )
+        .route("/v1/reports/{run}/items", get(crate::reports::items_route))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let timeout = Duration::from_secs(state.store.config.request_timeout_s);
     Router::new()
         .route("/healthz", get(healthz))
@@ -68,6 +80,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
         .merge(v1)
+        .merge(reports)
         .merge(crate::ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

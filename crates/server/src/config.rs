@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::path::PathBuf;
 
 use crate::{Result, ServerError};
 
@@ -99,6 +100,9 @@ pub struct ServerConfig {
     /// Seconds a request may take before it is answered 503 (background
     /// jobs are not bounded by it).
     pub request_timeout_s: u64,
+    /// Bench output served to the inspector (`GET /v1/reports`): a run
+    /// directory (`summary.json`, `items.jsonl`) or a directory of them.
+    pub reports_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +119,7 @@ impl Default for ServerConfig {
             advertise: None,
             owner_sessions: 8,
             request_timeout_s: 120,
+            reports_dir: None,
         }
     }
 }
@@ -158,6 +163,15 @@ impl ServerConfig {
                 return Err(ServerError::Config(format!(
                     "key {:?} has no prefixes: it could use no namespace",
                     k.name
+                )));
+            }
+        }
+        if let Some(dir) = &self.reports_dir {
+            if !dir.is_dir() {
+                return Err(ServerError::Config(format!(
+                    "reports_dir {} is not a directory (point it at a `submem bench` output \
+                     directory, or a directory of them)",
+                    dir.display()
                 )));
             }
         }

@@ -38,6 +38,9 @@ pub enum ServerError {
     /// No such job (or one of a namespace the key may not see) (404).
     #[error("job {0:?} not found")]
     JobNotFound(String),
+    /// No such bench report run or file, or no reports directory (404).
+    #[error("report {0:?} not found")]
+    ReportNotFound(String),
     /// The namespace already exists (409).
     #[error("namespace {0:?} already exists")]
     NamespaceExists(String),
@@ -124,9 +127,9 @@ impl ServerError {
             }
             ServerError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ServerError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ServerError::NamespaceNotFound(_) | ServerError::JobNotFound(_) => {
-                StatusCode::NOT_FOUND
-            }
+            ServerError::NamespaceNotFound(_)
+            | ServerError::JobNotFound(_)
+            | ServerError::ReportNotFound(_) => StatusCode::NOT_FOUND,
             ServerError::NamespaceExists(_) | ServerError::DuplicateSource(_) => {
                 StatusCode::CONFLICT
             }
@@ -158,6 +161,7 @@ impl ServerError {
             ServerError::Forbidden(_) => "forbidden",
             ServerError::NamespaceNotFound(_) => "namespace_not_found",
             ServerError::JobNotFound(_) => "job_not_found",
+            ServerError::ReportNotFound(_) => "report_not_found",
             ServerError::NamespaceExists(_) => "namespace_exists",
             ServerError::DuplicateSource(_) => "duplicate_source",
             ServerError::TooLarge(_) => "too_large",

@@ -53,6 +53,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod namespace;
 pub mod openapi;
+pub mod reports;
 pub mod service;
 pub mod snapshot;
 pub mod storage;

@@ -185,7 +185,19 @@ pub fn document() -> Value {
             "/v1/namespaces/{ns}/meter": {"get": op("Per-phase calls, tokens and latency (the meter)", ns, None,
                 json!({"200": ok("meter", obj.clone()), "401": e, "404": e}), true)},
             "/v1/jobs/{id}": {"get": op("A background job's state and progress", &["id"], None,
-                json!({"200": ok("job", schema("Job")), "401": e, "404": e}), true)}
+                json!({"200": ok("job", schema("Job")), "401": e, "404": e}), true)},
+            "/v1/reports": {"get": op("Bench report runs under the server's reports directory (any valid key)", &[], None,
+                json!({"200": ok("runs", json!({"type": "object", "properties": {
+                    "configured": {"type": "boolean"},
+                    "runs": {"type": "array", "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "items": {"type": "boolean"}, "bytes": {"type": "integer"},
+                        "modified_unix": {"type": ["integer", "null"]}}}}}})), "401": e}), true)},
+            "/v1/reports/{run}/summary": {"get": op("A run's summary.json", &["run"], None,
+                json!({"200": ok("summary.json", obj.clone()), "401": e, "404": e}), true)},
+            "/v1/reports/{run}/items": {"get": {
+                "summary": "A run's items.jsonl (one JSON object per line)",
+                "parameters": [{"name": "run", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "items", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "401": e, "404": e}}}
         }
     })
 }

@@ -238,7 +238,16 @@ async fn inspector_in_headless_chromium() {
     }
     let t0 = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), ServerConfig::new()).await;
+    // A served bench run (`submem serve --reports DIR`): the fixture report.
+    let reports = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+    std::fs::create_dir_all(reports.path().join("sweep")).unwrap();
+    for f in ["summary.json", "items.jsonl"] {
+        std::fs::copy(fixtures.join(f), reports.path().join("sweep").join(f)).unwrap();
+    }
+    let mut config = ServerConfig::new();
+    config.reports_dir = Some(reports.path().to_path_buf());
+    let s = start(dir.path(), config).await;
     let d = Driver::start().await;
     let shots = shots_dir();
 
@@ -359,8 +368,26 @@ async fn inspector_in_headless_chromium() {
         .await;
     d.screenshot(&shots.join("side-by-side.png")).await;
 
-    // Open the bench report fixture; a point leads to its items.
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+    // The served run opens without choosing files.
+    d.wait(
+        "the served runs",
+        "return document.getElementById('rep-served').dataset.runs === '1'",
+    )
+    .await;
+    d.click("#rep-served button[type=submit]").await;
+    d.wait(
+        "the served report",
+        "return document.querySelectorAll('#rep-scatter circle').length === 12",
+    )
+    .await;
+    let items = d
+        .js("return document.getElementById('status').textContent")
+        .await;
+    assert_eq!(items, json!("report: 12 run(s), 48 item(s)"));
+    d.js("document.getElementById('rep-scatter').replaceChildren(); return true")
+        .await;
+
+    // Open the bench report fixture from files; a point leads to its items.
     for (css, file) in [
         ("#rep-summary", "summary.json"),
         ("#rep-items", "items.jsonl"),

@@ -278,3 +278,69 @@ async fn compare_renders_one_history_with_several_substrates() {
     assert_eq!(st, 404);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_reports_are_served_by_run_name_to_any_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+    let run = reports.path().join("sweep");
+    std::fs::create_dir_all(&run).unwrap();
+    for f in ["summary.json", "items.jsonl"] {
+        std::fs::copy(fixture.join(f), run.join(f)).unwrap();
+    }
+    std::fs::write(reports.path().join("secret.txt"), "not a report").unwrap();
+    let mut config = ServerConfig::new().with_key("alice", "a-key", &["alice"]);
+    config.reports_dir = Some(reports.path().to_path_buf());
+    let s = start(dir.path(), config).await;
+
+    let (st, _) = call(&s, "GET", "/v1/reports", None, None).await;
+    assert_eq!(st, 401, "reports need a key");
+    let (st, body) = call(&s, "GET", "/v1/reports", Some("a-key"), None).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["configured"], true);
+    assert_eq!(body["runs"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["runs"][0]["name"], "sweep");
+    assert_eq!(body["runs"][0]["items"], true);
+
+    let (st, summary) = call(&s, "GET", "/v1/reports/sweep/summary", Some("a-key"), None).await;
+    assert_eq!(st, 200);
+    assert_eq!(summary["runs"].as_array().unwrap().len(), 12);
+    let items = s
+        .client
+        .get(s.url("/v1/reports/sweep/items"))
+        .bearer_auth("a-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(items.status().as_u16(), 200);
+    assert_eq!(
+        items.text().await.unwrap(),
+        std::fs::read_to_string(fixture.join("items.jsonl")).unwrap()
+    );
+    // Nothing but a run's two files, and nothing outside the directory.
+    for path in [
+        "/v1/reports/nope/summary",
+        "/v1/reports/..%2Fsweep/summary",
+        "/v1/reports/.hidden/items",
+    ] {
+        let (st, body) = call(&s, "GET", path, Some("a-key"), None).await;
+        assert_eq!(st, 404, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "report_not_found", "{path}");
+    }
+    s.stop().await;
+
+    // Without a reports directory the list is empty and says so.
+    let s = start(dir.path(), ServerConfig::new()).await;
+    let (st, body) = call(&s, "GET", "/v1/reports", None, None).await;
+    assert_eq!((st, body["configured"].clone()), (200, json!(false)));
+    let (st, body) = call(&s, "GET", "/v1/reports/sweep/summary", None, None).await;
+    assert_eq!(st, 404, "{body}");
+    s.stop().await;
+
+    // A reports directory that does not exist is refused at start.
+    let mut config = ServerConfig::new();
+    config.reports_dir = Some(reports.path().join("missing"));
+    let err = submem_server::config::ServerConfig::validate(&config).unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+}

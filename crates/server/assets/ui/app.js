@@ -312,9 +312,7 @@ function show(data, budget, wall, contents) {
   $("read-facts").textContent =
     `${data.tokens} / ${budget} tokens (${pct.toFixed(1)}%) · ${data.sources.length} source(s) · ` +
     `server ${data.latency_ms.toFixed(1)} ms, page ${wall.toFixed(0)} ms`;
-  const calls = document.createElement("span");
-  calls.id = "read-calls";
-  $("read-facts").append(calls);
+  $("read-calls").textContent = "";
   $("read-facts").dataset.tokens = String(data.tokens);
   const ol = $("blocks");
   const items = blocksOf(data.text, data.sources, contents).map((b) => {
@@ -460,11 +458,13 @@ function init() {
     const k = $("key").value.trim();
     if (k) sessionStorage.setItem(KEY, k); else sessionStorage.removeItem(KEY);
     refresh();
+    listServedReports();
   });
   $("key-clear").addEventListener("click", () => {
     sessionStorage.removeItem(KEY);
     $("key").value = "";
     refresh();
+    listServedReports();
   });
   $("ns-refresh").addEventListener("click", refresh);
   $("create-form").addEventListener("submit", create);
@@ -482,6 +482,7 @@ function init() {
   });
   $("budget").addEventListener("input", () => { $("budget-out").value = $("budget").value; });
   refresh();
+  listServedReports();
 }
 
 init();
@@ -733,28 +734,81 @@ function drawReport() {
   }));
 }
 
+// Shows a report from the text of its summary.json and items.jsonl.
+function loadReport(summaryText, itemsText) {
+  const summary = JSON.parse(summaryText);
+  if (!summary || !Array.isArray(summary.runs)) throw new Error("summary.json has no `runs` array");
+  report.runs = summary.runs.filter((r) => r && typeof r.substrate === "string" && typeof r.budget === "number" && r.metrics);
+  report.items = [];
+  for (const line of (itemsText || "").split("\n")) {
+    if (!line.trim()) continue;
+    try { report.items.push(JSON.parse(line)); } catch (_) { /* a torn last line */ }
+  }
+  drawReport();
+  status(`report: ${report.runs.length} run(s), ${report.items.length} item(s)`);
+}
+
 async function openReport(ev) {
   ev.preventDefault();
   try {
     const sf = $("rep-summary").files[0];
     if (!sf) throw new Error("choose a summary.json");
-    const summary = JSON.parse(await sf.text());
-    if (!summary || !Array.isArray(summary.runs)) throw new Error("summary.json has no `runs` array");
-    report.runs = summary.runs.filter((r) => r && typeof r.substrate === "string" && typeof r.budget === "number" && r.metrics);
-    report.items = [];
     const itf = $("rep-items").files[0];
-    if (itf) {
-      for (const line of (await itf.text()).split("\n")) {
-        if (!line.trim()) continue;
-        try { report.items.push(JSON.parse(line)); } catch (_) { /* a torn last line */ }
-      }
-    }
-    drawReport();
-    status(`report: ${report.runs.length} run(s), ${report.items.length} item(s)`);
+    loadReport(await sf.text(), itf ? await itf.text() : "");
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+// The body of a GET as text, with the page's key; API errors as messages.
+async function apiText(path) {
+  const headers = {};
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers["Authorization"] = "Bearer " + key;
+  const resp = await fetch(path, { headers });
+  const text = await resp.text();
+  if (!resp.ok) {
+    let e = `HTTP ${resp.status}`;
+    try { const d = JSON.parse(text); if (d.error) e = `${d.error.code}: ${d.error.message}`; } catch (_) { /* not JSON */ }
+    throw new Error(e);
+  }
+  return text;
+}
+
+// The runs the server serves (`submem serve --reports DIR`), if any.
+async function listServedReports() {
+  const box = $("rep-served");
+  try {
+    const { data } = await api("GET", "/v1/reports");
+    const sel = $("rep-run");
+    sel.replaceChildren(...data.runs.map((r) => {
+      const o = document.createElement("option");
+      o.value = r.name;
+      const when = r.modified_unix ? new Date(r.modified_unix * 1000).toISOString().slice(0, 16).replace("T", " ") : "";
+      o.textContent = `${r.name === "." ? "(the reports directory)" : r.name}${r.items ? "" : " (no items)"} ${when}`;
+      return o;
+    }));
+    box.hidden = data.runs.length === 0;
+    box.dataset.runs = String(data.runs.length);
+  } catch (_) {
+    box.hidden = true;
+  }
+}
+
+async function openServedReport(ev) {
+  ev.preventDefault();
+  try {
+    const run = encodeURIComponent($("rep-run").value);
+    const [summary, items] = await Promise.all([
+      apiText(`/v1/reports/${run}/summary`),
+      apiText(`/v1/reports/${run}/items`).catch(() => ""),
+    ]);
+    loadReport(summary, items);
   } catch (e) {
     status(e.message, true);
   }
 }
 
 $("rep-form").addEventListener("submit", openReport);
+$("rep-served").addEventListener("submit", openServedReport);
 $("rep-quality").addEventListener("change", () => { if (report.runs.length) drawReport(); });
