@@ -3,10 +3,9 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use submem_core::plugin::SubstrateSettings as _;
 use submem_core::render::UNIT_SEPARATOR;
@@ -15,6 +14,7 @@ use submem_core::{
     RankedUnit, Recall, Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
 
 use crate::{RecentError, RecentSettings};
@@ -137,8 +137,9 @@ impl Window {
 pub struct RecentWindow {
     counter: Arc<dyn TokenCounter>,
     settings: RecentSettings,
-    windows: RwLock<HashMap<Namespace, Window>>,
-    disk_bytes: AtomicU64,
+    /// Each namespace's window; its locks survive poisoning (every change
+    /// is made whole after its checks, see [`submem_kit::spaces`]).
+    windows: Spaces<Window>,
 }
 
 impl RecentWindow {
@@ -150,25 +151,13 @@ impl RecentWindow {
         Ok(RecentWindow {
             counter,
             settings,
-            windows: RwLock::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            windows: Spaces::new(),
         })
     }
 
     /// The settings in use.
     pub fn settings(&self) -> &RecentSettings {
         &self.settings
-    }
-
-    // Every change to the state is made whole after its checks, by steps
-    // that cannot panic, so a lock poisoned by a panic elsewhere still guards
-    // a consistent state and is used as is.
-    fn read_lock(&self) -> RwLockReadGuard<'_, HashMap<Namespace, Window>> {
-        self.windows.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write_lock(&self) -> RwLockWriteGuard<'_, HashMap<Namespace, Window>> {
-        self.windows.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -202,7 +191,7 @@ impl Substrate for RecentWindow {
                 }
             })
             .collect();
-        let mut windows = self.write_lock();
+        let mut windows = self.windows.write();
         let existing = windows.get(namespace);
         check_new_sources(events, |id| existing.is_some_and(|w| w.ids.contains(id)))?;
         windows.entry(namespace.clone()).or_default().append(stored);
@@ -218,7 +207,7 @@ impl Substrate for RecentWindow {
         let allowance = query.allowance();
         let separator = self.counter.count(UNIT_SEPARATOR);
         let max_events = self.settings.max_events.unwrap_or(usize::MAX);
-        let ranked = match self.read_lock().get(&query.namespace) {
+        let ranked = match self.windows.read().get(&query.namespace) {
             Some(w) => w.newest(allowance, separator, max_events),
             None => return Ok(Recall::empty()),
         };
@@ -231,39 +220,30 @@ impl Substrate for RecentWindow {
     }
 
     fn footprint(&self) -> Footprint {
-        let windows = self.read_lock();
-        let (tokens, bytes) = windows
-            .values()
-            .fold((0, 0), |(t, b), w| (t + w.tokens, b + w.bytes));
-        Footprint {
-            memory_bytes: bytes,
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            stored_tokens: tokens,
-            input_tokens: tokens,
-        }
+        self.windows.footprint(|_, w| Footprint {
+            memory_bytes: w.bytes,
+            disk_bytes: 0,
+            stored_tokens: w.tokens,
+            input_tokens: w.tokens,
+        })
     }
 
     #[tracing::instrument(name = "recent.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        STATE.save(dir, None, self.read_lock(), &self.disk_bytes)
+        self.windows.save(&STATE, dir, None)
     }
 
     #[tracing::instrument(name = "recent.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         // Everything is read and checked before the live state is replaced,
         // so a refused directory leaves the memory as it was.
-        STATE.restore(
-            dir,
-            None,
-            |_, w: &mut Window| w.reindex().map_err(|e| e.to_string()),
-            || Ok(self.write_lock()),
-            &self.disk_bytes,
-        )
+        self.windows
+            .restore(&STATE, dir, None, |_, w: &mut Window| w.reindex())
     }
 
     #[tracing::instrument(name = "recent.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut windows = self.write_lock();
+        let mut windows = self.windows.write();
         Ok(match target {
             Forget::Namespace(ns) => windows.remove(ns).map_or(0, |w| w.events.len()),
             Forget::Sources {
