@@ -7,10 +7,6 @@ use submem_core::{BoxError, Error};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KvError {
-    /// A lock was poisoned by a panic in another thread.
-    #[error("internal lock poisoned by an earlier panic")]
-    Poisoned,
-
     /// A setting is out of range.
     #[error("invalid configuration: {0}")]
     Config(String),

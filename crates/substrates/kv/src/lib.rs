@@ -58,8 +58,6 @@ pub use factory::factories;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_core::render::UNIT_SEPARATOR;
 use submem_core::{
@@ -67,10 +65,10 @@ use submem_core::{
     Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::spaces::Spaces;
 
 use buffer::Buffer;
 
-const METHOD: &str = "M10";
 const MANIFEST_NAME: &str = "M10 full-context";
 const FORMAT_VERSION: u32 = 1;
 const STATE_FILE: &str = "full-context.json";
@@ -84,8 +82,7 @@ struct Saved {
 pub struct FullContext {
     services: Services,
     config: FullContextConfig,
-    buffers: RwLock<HashMap<Namespace, Buffer>>,
-    disk_bytes: AtomicU64,
+    buffers: Spaces<Buffer>,
 }
 
 impl std::fmt::Debug for FullContext {
@@ -107,32 +104,13 @@ impl FullContext {
         Ok(FullContext {
             services,
             config,
-            buffers: RwLock::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            buffers: Spaces::new(),
         })
     }
 
     /// The settings in use.
     pub fn config(&self) -> &FullContextConfig {
         &self.config
-    }
-
-    fn read_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Buffer>>> {
-        self.buffers
-            .read()
-            .map_err(|_| KvError::Poisoned.into_core(METHOD, op))
-    }
-
-    fn write_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Buffer>>> {
-        self.buffers
-            .write()
-            .map_err(|_| KvError::Poisoned.into_core(METHOD, op))
     }
 }
 
@@ -158,7 +136,7 @@ impl Substrate for FullContext {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        check_new_sources(events, stored_in(self.read_lock("write")?.get(namespace)))?;
+        check_new_sources(events, stored_in(self.buffers.read().get(namespace)))?;
         let items: Vec<(String, String, u32)> = events
             .iter()
             .map(|e| {
@@ -167,7 +145,7 @@ impl Substrate for FullContext {
                 (e.source_id().to_string(), text, tokens)
             })
             .collect();
-        let mut buffers = self.write_lock("write")?;
+        let mut buffers = self.buffers.write();
         // Another task may have written the same ids since validation.
         check_new_sources(events, stored_in(buffers.get(namespace)))?;
         let n = buffers.entry(namespace.clone()).or_default().append(items);
@@ -185,7 +163,7 @@ impl Substrate for FullContext {
         // Stored counts tell which newest run can fit; only those texts (and
         // the first that cannot) are copied out and packed.
         let ranked: Vec<RankedUnit> = {
-            let buffers = self.read_lock("read")?;
+            let buffers = self.buffers.read();
             let Some(buffer) = buffers.get(&query.namespace) else {
                 return Ok(Recall::empty());
             };
@@ -214,24 +192,21 @@ impl Substrate for FullContext {
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        if let Ok(buffers) = self.buffers.read() {
-            for b in buffers.values() {
-                fp.memory_bytes += b.memory_bytes();
-                fp.stored_tokens += b.tokens();
+        self.buffers.footprint(|_, b| {
+            let tokens = b.tokens();
+            Footprint {
+                memory_bytes: b.memory_bytes(),
+                stored_tokens: tokens,
+                input_tokens: tokens,
+                ..Footprint::default()
             }
-        }
-        fp.input_tokens = fp.stored_tokens;
-        fp
+        })
     }
 
     #[tracing::instrument(name = "m10.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
         let saved = {
-            let buffers = self.read_lock("persist")?;
+            let buffers = self.buffers.read();
             let mut namespaces: Vec<(Namespace, Buffer)> = buffers
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
@@ -244,7 +219,7 @@ impl Substrate for FullContext {
         write_json(&path, &saved)?;
         write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        self.buffers.set_disk_bytes(bytes);
         Ok(())
     }
 
@@ -262,15 +237,15 @@ impl Substrate for FullContext {
                 return Err(Error::store(&path, format!("namespace {ns} appears twice")));
             }
         }
-        *self.write_lock("restore")? = restored;
+        *self.buffers.write() = restored;
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        self.buffers.set_disk_bytes(bytes);
         Ok(())
     }
 
     #[tracing::instrument(name = "m10.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut buffers = self.write_lock("forget")?;
+        let mut buffers = self.buffers.write();
         Ok(match target {
             Forget::Namespace(ns) => buffers.remove(ns).map_or(0, |b| b.units.len()),
             Forget::Sources {

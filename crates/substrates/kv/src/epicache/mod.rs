@@ -93,16 +93,16 @@ mod store;
 pub use config::{EpiCacheConfig, ReaderHead};
 
 use async_trait::async_trait;
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use submem_core::{
     cosine, render_in_time_order, Error, Event, Family, Footprint, Forget, ManageReport, MethodId,
     Namespace, PackPolicy, PrefilledLlm, PrefixReuse, Query, RankedUnit, Recall, Resolution,
     Result, Services, SourceHit, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
 
 use crate::KvError;
@@ -145,8 +145,7 @@ struct Counters {
 pub struct EpiCache {
     services: Services,
     config: EpiCacheConfig,
-    spaces: RwLock<HashMap<Namespace, Space>>,
-    disk_bytes: AtomicU64,
+    spaces: Spaces<Space>,
     counters: Counters,
 }
 
@@ -168,8 +167,7 @@ impl EpiCache {
         Ok(EpiCache {
             services,
             config,
-            spaces: RwLock::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            spaces: Spaces::new(),
             counters: Counters::default(),
         })
     }
@@ -197,7 +195,7 @@ impl EpiCache {
     /// the episodes first when writes are pending.
     pub fn episodes(&self, namespace: &Namespace) -> Result<Vec<Vec<String>>> {
         self.ensure_clustered(namespace)?;
-        let spaces = self.read_lock("episodes")?;
+        let spaces = self.spaces.read();
         let Some(space) = spaces.get(namespace) else {
             return Ok(Vec::new());
         };
@@ -216,7 +214,7 @@ impl EpiCache {
 
     /// Whether each episode of `namespace` holds a KV cache, in episode order.
     pub fn cached(&self, namespace: &Namespace) -> Result<Vec<bool>> {
-        let spaces = self.read_lock("cached")?;
+        let spaces = self.spaces.read();
         Ok(spaces
             .get(namespace)
             .map(|s| s.episodes.iter().map(|e| e.cache.is_some()).collect())
@@ -226,7 +224,7 @@ impl EpiCache {
     /// Hits and misses of every KV cache held (requests that continued a
     /// cache, and those that had to run in full).
     pub fn cache_reuse(&self) -> Result<PrefixReuse> {
-        let spaces = self.read_lock("cache_reuse")?;
+        let spaces = self.spaces.read();
         let mut total = PrefixReuse::default();
         for c in spaces
             .values()
@@ -237,24 +235,6 @@ impl EpiCache {
             total.misses += r.misses;
         }
         Ok(total)
-    }
-
-    fn read_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockReadGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .read()
-            .map_err(|_| KvError::Poisoned.into_core(METHOD, op))
-    }
-
-    fn write_lock(
-        &self,
-        op: &'static str,
-    ) -> Result<RwLockWriteGuard<'_, HashMap<Namespace, Space>>> {
-        self.spaces
-            .write()
-            .map_err(|_| KvError::Poisoned.into_core(METHOD, op))
     }
 
     fn recluster(&self, space: &mut Space, op: &'static str) -> Result<()> {
@@ -268,11 +248,12 @@ impl EpiCache {
     /// Re-clusters `namespace` if writes are pending (the lazy path).
     fn ensure_clustered(&self, namespace: &Namespace) -> Result<()> {
         let pending = self
-            .read_lock("read")?
+            .spaces
+            .read()
             .get(namespace)
             .is_some_and(|s| !s.clustered);
         if pending {
-            let mut spaces = self.write_lock("read")?;
+            let mut spaces = self.spaces.write();
             if let Some(space) = spaces.get_mut(namespace).filter(|s| !s.clustered) {
                 self.recluster(space, "read")?;
             }
@@ -310,7 +291,7 @@ impl EpiCache {
             return Ok(0);
         };
         let mut todo: Vec<(Namespace, String)> = {
-            let spaces = self.read_lock("manage")?;
+            let spaces = self.spaces.read();
             spaces
                 .iter()
                 .flat_map(|(ns, s)| {
@@ -342,7 +323,7 @@ impl EpiCache {
             }
         }
         let mut installed = 0;
-        let mut spaces = self.write_lock("manage")?;
+        let mut spaces = self.spaces.write();
         for (ns, text, cache) in built {
             // The episode may have changed while the model ran.
             if let Some(space) = spaces.get_mut(&ns) {
@@ -382,7 +363,7 @@ impl Substrate for EpiCache {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        check_new_sources(events, stored_in(self.read_lock("write")?.get(namespace)))?;
+        check_new_sources(events, stored_in(self.spaces.read().get(namespace)))?;
         let contents: Vec<String> = events.iter().map(Event::content).collect();
         let vectors = self.embed(&contents).await?;
         let turns: Vec<StoredTurn> = events
@@ -403,7 +384,7 @@ impl Substrate for EpiCache {
                 }
             })
             .collect();
-        let mut spaces = self.write_lock("write")?;
+        let mut spaces = self.spaces.write();
         // Another task may have written the same ids since validation.
         check_new_sources(events, stored_in(spaces.get(namespace)))?;
         let n = turns.len();
@@ -417,7 +398,7 @@ impl Substrate for EpiCache {
     #[tracing::instrument(name = "m11.read", skip_all, fields(ns = %query.namespace))]
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
-        if !self.read_lock("read")?.contains_key(&query.namespace) {
+        if !self.spaces.read().contains_key(&query.namespace) {
             return Ok(Recall::empty());
         }
         self.ensure_clustered(&query.namespace)?;
@@ -427,7 +408,7 @@ impl Substrate for EpiCache {
             .pop()
             .unwrap_or_default();
         let allowance = query.allowance();
-        let spaces = self.read_lock("read")?;
+        let spaces = self.spaces.read();
         let Some(space) = spaces.get(&query.namespace) else {
             return Ok(Recall::empty());
         };
@@ -505,7 +486,7 @@ impl Substrate for EpiCache {
     async fn manage(&self) -> Result<ManageReport> {
         let mut changed = 0;
         {
-            let mut spaces = self.write_lock("manage")?;
+            let mut spaces = self.spaces.write();
             for space in spaces.values_mut().filter(|s| !s.clustered) {
                 self.recluster(space, "manage")?;
                 changed += space.episodes.len();
@@ -520,41 +501,37 @@ impl Substrate for EpiCache {
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        if let Ok(spaces) = self.spaces.read() {
-            for s in spaces.values() {
-                fp.memory_bytes += s.memory_bytes();
-                fp.stored_tokens += s.tokens();
+        self.spaces.footprint(|_, s| {
+            let tokens = s.tokens();
+            Footprint {
+                memory_bytes: s.memory_bytes(),
+                stored_tokens: tokens,
+                input_tokens: tokens,
+                ..Footprint::default()
             }
-        }
-        fp.input_tokens = fp.stored_tokens;
-        fp
+        })
     }
 
     #[tracing::instrument(name = "m11.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let embedder = Some(&*self.services.embedder);
-        STATE.save(dir, embedder, self.read_lock("persist")?, &self.disk_bytes)
+        self.spaces
+            .save(&STATE, dir, Some(&*self.services.embedder))
     }
 
     #[tracing::instrument(name = "m11.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         let dim = self.services.embedder.dimension();
-        STATE.restore(
+        self.spaces.restore(
+            &STATE,
             dir,
             Some(&*self.services.embedder),
             |_, space: &mut Space| space.reindex(dim),
-            || self.write_lock("restore"),
-            &self.disk_bytes,
         )
     }
 
     #[tracing::instrument(name = "m11.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut spaces = self.write_lock("forget")?;
+        let mut spaces = self.spaces.write();
         Ok(match target {
             Forget::Namespace(ns) => spaces.remove(ns).map_or(0, |s| s.turns.len()),
             Forget::Sources {
