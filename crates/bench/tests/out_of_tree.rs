@@ -1,17 +1,77 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The out-of-tree example (`examples/out-of-tree-substrate`, a Cargo project
-//! outside the workspace) builds against this checkout, passes the
-//! conformance suite and shows up in a bench report: the plugin API works
-//! for a crate that edits nothing here.
+//! outside the workspace) builds against this checkout, passes its
+//! conformance test, and its binary (the whole `submem` command line with
+//! the plugin registered, `--features cli`) benches it next to `m2`: the
+//! plugin API works for a crate that edits nothing here.
 //!
-//! It runs `cargo run` on the example with the workspace's target directory,
-//! so the dependencies compiled for the workspace are reused; the first run
-//! compiles the submem crates once more for the example (minutes), later
-//! runs take seconds. Set `SUBMEM_SKIP_OUT_OF_TREE=1` to skip it.
+//! The example's `Cargo.toml` is what a user's would be: no profiles, only
+//! the features it needs. Built as it is, it would compile its dependencies
+//! again (a user's project has its own target directory anyway). This test
+//! builds a copy under the workspace's target directory that reuses the
+//! workspace's compiled artifacts: same versions (the workspace's
+//! `Cargo.lock`), same features ([`FEATURE_UNIFICATION`] appended), same
+//! profiles (the workspace's, passed with `--config`), same rustflags (cargo
+//! runs in the workspace, so `.cargo/config.toml` applies) and the same
+//! target directory. After a `cargo test --workspace` it compiles no
+//! third-party crate; the submem crates are compiled once more for the copy
+//! (they are path dependencies of another root there, which cargo
+//! fingerprints apart: about 1.5 minutes on 2 cores), and stay in the target
+//! directory, so later runs compile only what changed. Set
+//! `SUBMEM_SKIP_OUT_OF_TREE=1` to skip it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Instant;
+
+/// Dependencies appended to the copy's manifest for build sharing only:
+/// nothing uses them. The workspace turns on more features of some shared
+/// dependencies (its server, MCP and Python crates and its dev-dependencies
+/// do) than the example would, and a crate built with other features is
+/// another artifact: without this list the example rebuilt serde, tokio and
+/// tracing, then candle, tantivy and everything above them (~4.5 minutes on
+/// 2 cores). Asking for the workspace's features makes both builds resolve
+/// alike. It also makes `cargo test` and `cargo run` of the copy resolve
+/// alike (`submem-core`'s `testing` is a dev-dependency feature of the
+/// example): otherwise the run rebuilt `submem-core` and every submem crate
+/// above it. A target table always true (`cfg(all())`), so that a crate the
+/// example already names (serde, schemars, tokio) is not a duplicate key;
+/// `CRATES/` is the workspace's `crates/` folder.
+const FEATURE_UNIFICATION: &str = r#"
+# Appended by crates/bench/tests/out_of_tree.rs: the workspace's features.
+[target.'cfg(all())'.dependencies]
+submem-core = { path = "CRATES/core", features = ["test-utils", "testing"] }
+rmcp = { version = "3.11", default-features = false, features = ["client", "transport-child-process"] }
+serde = { version = "1", features = ["derive", "rc"] }
+schemars = { version = "1", features = ["chrono04"] }
+tokio = { version = "1", features = ["rt-multi-thread", "macros", "sync", "time", "fs", "io-std", "process", "signal"] }
+serde_json = { version = "1", features = ["raw_value"] }
+tracing = { version = "0.1", features = ["log"] }
+tracing-core = "0.1"
+hyper = { version = "1", features = ["server"] }
+hyper-util = { version = "0.1", features = ["server", "service"] }
+tower = { version = "0.5", features = ["log", "make", "tracing"] }
+tower-http = { version = "0.6", features = ["catch-panic", "tracing"] }
+indexmap = { version = "2", features = ["serde"] }
+num-complex = "0.4"
+getrandom-02 = { package = "getrandom", version = "0.2", features = ["std"] }
+typenum = { version = "1", features = ["const-generics"] }
+futures-sink = "0.3"
+serde_core = "1"
+chrono = { version = "0.4", default-features = false, features = ["alloc", "now", "serde", "std"] }
+anstream = "1"
+"#;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
 /// The workspace's target directory: `CARGO_TARGET_DIR` when set (relative
 /// to the workspace root, as cargo reads it), else `<workspace>/target`.
@@ -39,22 +99,139 @@ fn is_package_variable(key: &str) -> bool {
         .contains(&key)
 }
 
-#[test]
-fn out_of_tree_example_passes_conformance_and_is_benched() {
-    if std::env::var_os("SUBMEM_SKIP_OUT_OF_TREE").is_some() {
-        eprintln!("skipped: SUBMEM_SKIP_OUT_OF_TREE is set");
-        return;
+/// The names of the workspace's member packages (the `members` entries of
+/// its manifest, a trailing `/*` read as every folder below).
+fn member_names(workspace: &Path) -> Vec<String> {
+    let manifest: toml::Table = read(&workspace.join("Cargo.toml")).parse().unwrap();
+    let mut dirs = Vec::new();
+    for entry in manifest["workspace"]["members"].as_array().unwrap() {
+        let entry = entry.as_str().unwrap();
+        match entry.strip_suffix("/*") {
+            Some(parent) => {
+                for d in std::fs::read_dir(workspace.join(parent)).unwrap() {
+                    dirs.push(d.unwrap().path());
+                }
+            }
+            None => dirs.push(workspace.join(entry)),
+        }
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let workspace = workspace.canonicalize().unwrap();
+    let mut names: Vec<String> = dirs
+        .iter()
+        .filter(|d| d.join("Cargo.toml").is_file())
+        .map(|d| {
+            let m: toml::Table = read(&d.join("Cargo.toml")).parse().unwrap();
+            m["package"]["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The profiles the copy is built with: the workspace's `[profile.*]`
+/// tables, plus a `[profile.dev.package.<member>]` table for every member
+/// package. The members are members there (`[profile.dev]` and their own
+/// tables apply) and dependencies here (`"*"` would apply), so each gets the
+/// settings it has as a member, for every key the `"*"` table sets.
+fn sharing_profiles(workspace: &Path) -> toml::Table {
+    let manifest: toml::Table = read(&workspace.join("Cargo.toml")).parse().unwrap();
+    let mut profiles = manifest["profile"].as_table().unwrap().clone();
+    let dev = profiles["dev"].as_table().unwrap().clone();
+    let packages = dev
+        .get("package")
+        .and_then(|p| p.as_table())
+        .cloned()
+        .unwrap_or_default();
+    let any = packages
+        .get("*")
+        .and_then(|t| t.as_table())
+        .cloned()
+        .unwrap_or_default();
+    let mut tables = packages.clone();
+    for name in member_names(workspace) {
+        let own = packages
+            .get(&name)
+            .and_then(|t| t.as_table())
+            .cloned()
+            .unwrap_or_default();
+        let mut table = own.clone();
+        for key in any.keys() {
+            if !table.contains_key(key) {
+                let value = dev.get(key).unwrap_or_else(|| {
+                    panic!(
+                        "[profile.dev.package.\"*\"] sets {key} but [profile.dev] does not: \
+                         set it there too, so that members as dependencies get their value"
+                    )
+                });
+                table.insert(key.clone(), value.clone());
+            }
+        }
+        tables.insert(name, toml::Value::Table(table));
+    }
+    profiles
+        .get_mut("dev")
+        .unwrap()
+        .as_table_mut()
+        .unwrap()
+        .insert("package".into(), toml::Value::Table(tables));
+    profiles
+}
+
+/// Copies `from` (files and folders) into `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The example's manifest with its `../../crates/..` paths made absolute
+/// and [`FEATURE_UNIFICATION`] appended.
+fn sharing_manifest(example_manifest: &str, workspace: &Path) -> String {
+    let crates = workspace.join("crates");
+    let absolute = format!("path = {:?}", format!("{}/", crates.display()));
+    let absolute = absolute.trim_end_matches('"');
+    let manifest = example_manifest.replace("path = \"../../crates/", absolute);
+    assert!(
+        !manifest.contains("path = \"../"),
+        "a relative path the copy cannot follow:\n{manifest}"
+    );
+    manifest + &FEATURE_UNIFICATION.replace("path = \"CRATES/", absolute)
+}
+
+/// The copy of the example under the workspace's target directory (its
+/// manifest, lock file and profiles for build sharing); returns its folder.
+fn prepare_copy(workspace: &Path, target: &Path) -> PathBuf {
     let example = workspace.join("examples/out-of-tree-substrate");
-    let out = tempfile::tempdir().unwrap();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let started = Instant::now();
-    // Run from the example's folder: cargo reads `.cargo/config.toml` from
-    // the directory it runs in, and the workspace's rustflags must apply for
-    // its compiled dependencies to be reused.
-    let mut command = Command::new(cargo);
+    let copy = target.join("out-of-tree-example");
+    for folder in ["src", "tests"] {
+        let _ = std::fs::remove_dir_all(copy.join(folder));
+        if example.join(folder).is_dir() {
+            copy_dir(&example.join(folder), &copy.join(folder));
+        }
+    }
+    let manifest = sharing_manifest(&read(&example.join("Cargo.toml")), workspace);
+    std::fs::write(copy.join("Cargo.toml"), manifest).unwrap();
+    std::fs::copy(workspace.join("Cargo.lock"), copy.join("Cargo.lock")).unwrap();
+    let profiles = toml::Table::from_iter([(
+        "profile".to_string(),
+        toml::Value::Table(sharing_profiles(workspace)),
+    )]);
+    std::fs::write(copy.join("profiles.toml"), profiles.to_string()).unwrap();
+    copy
+}
+
+/// Runs `cargo <args>` on the copy, from the workspace (cargo reads
+/// `.cargo/config.toml` from the directory it runs in, and the workspace's
+/// rustflags must apply for its artifacts to be reused), with the
+/// workspace's target directory and the copy's profiles.
+fn cargo(workspace: &Path, copy: &Path, args: &[&str], after: &[&str]) -> Output {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     // Cargo gives this test its package's variables (`CARGO_MANIFEST_DIR`,
     // `CARGO_PKG_*`...). Some build scripts watch them (ring reruns when
     // `CARGO_MANIFEST_DIR` changes), so passing them on would rebuild those
@@ -65,25 +242,30 @@ fn out_of_tree_example_passes_conformance_and_is_benched() {
             command.env_remove(key.as_ref());
         }
     }
+    let started = Instant::now();
     let output = command
-        .current_dir(&example)
-        .arg("run")
+        .current_dir(workspace)
+        .args(args)
         .arg("--manifest-path")
-        .arg(example.join("Cargo.toml"))
+        .arg(copy.join("Cargo.toml"))
+        .arg("--config")
+        .arg(copy.join("profiles.toml"))
+        .arg("--features")
+        .arg("cli")
         .arg("--")
-        .arg(out.path())
-        .env("CARGO_TARGET_DIR", target_dir(&workspace))
+        .args(after)
+        .env("CARGO_TARGET_DIR", target_dir(workspace))
         .output()
         .expect("cargo runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // Shown with `--nocapture`: what cargo compiled, and how long it all took.
+    // Shown with `--nocapture`: what cargo compiled, and how long it took.
     eprintln!(
-        "{stderr}example built and ran in {:.1} s",
+        "{stderr}cargo {} took {:.1} s",
+        args.join(" "),
         started.elapsed().as_secs_f64()
     );
     // After `cargo test --workspace` has built everything, a third-party crate
-    // compiled here means the example resolved other features than the
+    // compiled here means the copy resolved other features than the
     // workspace: say which, since each drags a rebuild of what is above it.
     // (Not a failure: `cargo test -p` resolves a narrower feature set.)
     let rebuilt: Vec<&str> = stderr
@@ -94,94 +276,203 @@ fn out_of_tree_example_passes_conformance_and_is_benched() {
     if !rebuilt.is_empty() {
         eprintln!(
             "note: the example compiled {} dependencies the workspace build did not share \
-             ({}); compare their features with the build-sharing block of its Cargo.toml",
+             ({}); compare their features with FEATURE_UNIFICATION",
             rebuilt.len(),
             rebuilt.join(", ")
         );
     }
+    output
+}
+
+#[test]
+fn out_of_tree_example_passes_conformance_and_is_benched() {
+    if std::env::var_os("SUBMEM_SKIP_OUT_OF_TREE").is_some() {
+        eprintln!("skipped: SUBMEM_SKIP_OUT_OF_TREE is set");
+        return;
+    }
+    let workspace = workspace();
+    let target = target_dir(&workspace);
+    let copy = prepare_copy(&workspace, &target);
+    let started = Instant::now();
+
+    // Its own tests: the one-line conformance test and the ranking's.
+    let test = cargo(&workspace, &copy, &["test"], &[]);
+    let stdout = String::from_utf8_lossy(&test.stdout);
     assert!(
-        output.status.success(),
-        "the example failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        output.status
+        test.status.success(),
+        "the example's tests failed ({}):\n{stdout}\n{}",
+        test.status,
+        String::from_utf8_lossy(&test.stderr)
     );
     assert!(
-        stdout.contains("[1/4] conformance suite: passed"),
+        stdout.contains("test keyword_echo_passes_the_conformance_suite ... ok"),
         "{stdout}"
+    );
+
+    // Its binary: `submem bench` with keyword-echo registered, which adds
+    // the packing baselines as `submem bench` does...
+    let check = ["bench", "--check", "--substrates", "keyword-echo,m2"];
+    let run = cargo(&workspace, &copy, &["run"], &check);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("(keyword-echo, m2, m2-fill, m1-fill"),
+        "bench --check ({}):\n{stdout}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // ...and runs it next to m2 (without the baselines: they embed every
+    // event with MiniLM, 35 s more on 2 cores).
+    let out = tempfile::tempdir().unwrap();
+    let out_dir = out.path().to_str().unwrap();
+    let bench = [
+        "bench",
+        "--substrates",
+        "keyword-echo,m2",
+        "--memory-llm",
+        "none",
+        "--reader",
+        "none",
+        "--synth-conversations",
+        "1",
+        "--synth-units",
+        "200",
+        "--synth-questions",
+        "8",
+        "--synth-session",
+        "20",
+        "--budget",
+        "1024",
+        "--k",
+        "5",
+        "--no-baselines",
+        "--quiet",
+        "--out",
+        out_dir,
+    ];
+    let run = cargo(&workspace, &copy, &["run"], &bench);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!(
+        "example tested and benched in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        run.status.success(),
+        "the example's bench failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
     );
     assert!(
         stdout.contains("| keyword-echo | example |"),
         "no keyword-echo row in the report:\n{stdout}"
     );
-    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    let report = read(&out.path().join("report.md"));
     assert!(
         report.contains("| keyword-echo |") && report.contains("| m2 |"),
         "{report}"
     );
 }
 
-/// A manifest's `[profile]` table.
-fn profiles(manifest: &str) -> toml::Table {
-    let parsed: toml::Table = manifest.parse().unwrap();
-    parsed["profile"].as_table().cloned().unwrap()
-}
-
-/// Takes the `[profile.dev.package.submem-*]` tables out of `profiles`.
-fn take_submem_tables(profiles: &mut toml::Table) -> toml::Table {
-    let Some(packages) = profiles
-        .get_mut("dev")
-        .and_then(|dev| dev.get_mut("package"))
-        .and_then(|p| p.as_table_mut())
-    else {
-        return toml::Table::new();
-    };
-    let names: Vec<String> = packages
-        .keys()
-        .filter(|name| name.starts_with("submem-"))
-        .cloned()
-        .collect();
-    names
-        .into_iter()
-        .filter_map(|name| packages.remove(&name).map(|table| (name, table)))
-        .collect()
-}
-
-/// The example copies the workspace's profiles so that its build reuses the
-/// workspace's compiled dependencies; a profile edited in one place only
-/// would make the test above compile every dependency again (minutes). The
-/// submem crates are members there (`[profile.dev]` and their own tables)
-/// and dependencies here (under `"*"`), so the example gives each one a
-/// table with the settings it gets as a member.
+/// The copy is built with exactly the workspace's profiles: a profile that
+/// differed would make the test above compile every dependency again
+/// (minutes). Every `[profile.*]` table of the workspace is passed as it
+/// is; every submem crate the example can depend on gets, as a dependency,
+/// the settings it has as a member; the example sets no profile of its own
+/// (a manifest's profile keys the `--config` file does not set would still
+/// apply).
 #[test]
-fn the_example_profiles_match_the_workspace() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let read = |p: &str| std::fs::read_to_string(workspace.join(p)).unwrap();
-    let mut ours = profiles(&read("Cargo.toml"));
-    let mut example = profiles(&read("examples/out-of-tree-substrate/Cargo.toml"));
-    let our_members = take_submem_tables(&mut ours);
-    let example_members = take_submem_tables(&mut example);
-    assert_eq!(
-        example, ours,
-        "copy the workspace's [profile.*] tables into the example"
+fn the_example_is_built_with_the_workspace_profiles() {
+    let workspace = workspace();
+    let manifest: toml::Table = read(&workspace.join("Cargo.toml")).parse().unwrap();
+    let ours = manifest["profile"].as_table().unwrap();
+    let passed = sharing_profiles(&workspace);
+
+    let example: toml::Table = read(&workspace.join("examples/out-of-tree-substrate/Cargo.toml"))
+        .parse()
+        .unwrap();
+    assert!(
+        !example.contains_key("profile"),
+        "the example's Cargo.toml sets profiles: the workspace's are passed to its build"
     );
 
-    let dev = ours["dev"].as_table().unwrap();
-    for (name, _) in &our_members {
-        assert!(
-            example_members.contains_key(name),
-            "the workspace has a table for {name}; the example needs one too"
-        );
+    for (name, table) in ours {
+        if name != "dev" {
+            assert_eq!(passed.get(name), Some(table), "[profile.{name}]");
+        }
     }
-    for (name, table) in &example_members {
-        for key in ["opt-level", "debug"] {
-            let member = our_members
-                .get(name)
-                .and_then(|t| t.get(key))
-                .or_else(|| dev.get(key));
+    let dev = ours["dev"].as_table().unwrap();
+    let passed_dev = passed["dev"].as_table().unwrap();
+    for (key, value) in dev {
+        if key != "package" {
+            assert_eq!(passed_dev.get(key), Some(value), "[profile.dev] {key}");
+        }
+    }
+    let our_packages = dev["package"].as_table().unwrap();
+    let passed_packages = passed_dev["package"].as_table().unwrap();
+    for (name, table) in our_packages {
+        if !name.starts_with("submem") {
             assert_eq!(
-                table.get(key),
-                member,
-                "[profile.dev.package.{name}] {key}: the example must give the member's setting"
+                passed_packages.get(name),
+                Some(table),
+                "[profile.dev.package.{name}]"
             );
         }
     }
+
+    // Every submem crate the example's lock file holds (the `cli` feature
+    // pulls in all of them) is a member and gets its member settings.
+    let members = member_names(&workspace);
+    let lock: toml::Table = read(&workspace.join("examples/out-of-tree-substrate/Cargo.lock"))
+        .parse()
+        .unwrap();
+    let locked: Vec<&str> = lock["package"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .filter(|n| n.starts_with("submem") && *n != "submem-example-plugin")
+        .collect();
+    assert!(locked.contains(&"submem-cli"), "{locked:?}");
+    for name in locked {
+        assert!(members.iter().any(|m| m == name), "{name} is not a member");
+        let table = passed_packages
+            .get(name)
+            .and_then(|t| t.as_table())
+            .unwrap_or_else(|| panic!("no [profile.dev.package.{name}] passed"));
+        let own = our_packages.get(name).and_then(|t| t.as_table());
+        for key in ["opt-level", "debug"] {
+            let member = own.and_then(|t| t.get(key)).or_else(|| dev.get(key));
+            assert_eq!(
+                table.get(key),
+                member,
+                "[profile.dev.package.{name}] {key}: a dependency must get the member's setting"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_copy_points_at_this_checkout_and_adds_the_workspace_features() {
+    let workspace = workspace();
+    let example = read(&workspace.join("examples/out-of-tree-substrate/Cargo.toml"));
+    let copy = sharing_manifest(&example, &workspace);
+    let parsed: toml::Table = copy.parse().unwrap();
+    let deps = parsed["dependencies"].as_table().unwrap();
+    for (name, dep) in deps {
+        if let Some(path) = dep.get("path").and_then(|p| p.as_str()) {
+            let path = Path::new(path);
+            assert!(path.is_absolute(), "{name}: {}", path.display());
+            assert!(
+                path.join("Cargo.toml").is_file(),
+                "{name}: {}",
+                path.display()
+            );
+        }
+    }
+    assert!(deps.contains_key("submem-cli"), "{copy}");
+    let shared = parsed["target"]["cfg(all())"]["dependencies"]
+        .as_table()
+        .unwrap();
+    assert!(shared.contains_key("serde") && shared.contains_key("tokio"));
+    let core = shared["submem-core"]["path"].as_str().unwrap();
+    assert!(Path::new(core).join("Cargo.toml").is_file(), "{core}");
 }
