@@ -7,7 +7,7 @@
 //! change a substrate makes to its state is made whole after its checks, by
 //! steps that cannot panic, so a lock poisoned by a panic elsewhere (a
 //! caller's task, a test) still guards a consistent state and is used as is
-//! ([`read`] and [`write`] do the same for any other lock).
+//! ([`read`], [`write`] and [`lock`] do the same for any other lock).
 //!
 //! ```
 //! use submem_core::{Footprint, Namespace};
@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -56,6 +56,11 @@ pub fn read<T: ?Sized>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 /// Write-locks `lock`, taking over a poisoned one (see [`read`]).
 pub fn write<T: ?Sized>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Locks `mutex`, taking over a poisoned one (see [`read`]).
+pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Each namespace's state `T`, with the size of the last persisted file.
@@ -188,6 +193,20 @@ mod tests {
         assert_eq!(spaces.read()[&ns], 1);
         spaces.write().insert(ns.clone(), 2);
         assert_eq!(spaces.remove(&ns), Some(2));
+    }
+
+    #[test]
+    fn a_poisoned_mutex_is_taken_over() {
+        let mutex = Arc::new(Mutex::new(1u32));
+        let poisoner = mutex.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = poisoner.lock();
+            panic!("poison the mutex");
+        })
+        .join();
+        assert!(mutex.is_poisoned());
+        *lock(&mutex) += 1;
+        assert_eq!(*lock(&mutex), 2);
     }
 
     #[test]
