@@ -32,10 +32,6 @@ pub enum LoraError {
     #[error("invalid request: {0}")]
     Request(String),
 
-    /// A lock was poisoned by a panic in another thread.
-    #[error("internal lock poisoned by an earlier panic")]
-    Poisoned,
-
     /// A blocking task was cancelled or panicked.
     #[error("background task failed: {0}")]
     Task(String),

@@ -20,6 +20,8 @@ use candle_nn::{Linear, Module, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use submem_kit::spaces;
+
 use crate::error::{LoraError, Result};
 use crate::llama::LlamaConfig;
 
@@ -102,7 +104,7 @@ impl Adapter {
         let vars = VarMap::new();
         let mut layers = Vec::with_capacity(cfg.num_layers);
         {
-            let mut data = vars.data().lock().map_err(|_| LoraError::Poisoned)?;
+            let mut data = spaces::lock(vars.data());
             let mut take = |name: String, shape: (usize, usize)| -> Result<Linear> {
                 let t = tensors
                     .remove(&name)
@@ -154,7 +156,7 @@ impl Adapter {
 
     /// Saves A and B as safetensors at `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let data = self.vars.data().lock().map_err(|_| LoraError::Poisoned)?;
+        let data = spaces::lock(self.vars.data());
         let tensors: HashMap<String, Tensor> = data
             .iter()
             .map(|(k, v)| (k.clone(), v.as_tensor().clone()))

@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use submem_core::{
@@ -28,6 +28,7 @@ use submem_core::{
     Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::spaces::Spaces;
 
 use crate::config::{LoraConfig, ADAPTER_NOTE};
 use crate::error::LoraError;
@@ -81,8 +82,7 @@ pub struct LoraMemory {
     services: Services,
     config: LoraConfig,
     model: LoraModel,
-    pub(crate) spaces: Mutex<HashMap<Namespace, Space>>,
-    disk_bytes: AtomicU64,
+    pub(crate) spaces: Spaces<Space>,
     rule_chunks: AtomicU64,
     llm_chunks: AtomicU64,
     trainings: AtomicU64,
@@ -105,8 +105,7 @@ impl LoraMemory {
             services,
             config,
             model,
-            spaces: Mutex::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            spaces: Spaces::new(),
             rule_chunks: AtomicU64::new(0),
             llm_chunks: AtomicU64::new(0),
             trainings: AtomicU64::new(0),
@@ -134,41 +133,35 @@ impl LoraMemory {
 
     /// The QA pairs of `namespace` (the current training set).
     pub fn pairs(&self, namespace: &Namespace) -> Vec<QaPair> {
-        self.lock("pairs")
-            .ok()
-            .and_then(|s| s.get(namespace).map(|sp| sp.pairs.clone()))
+        self.spaces
+            .read()
+            .get(namespace)
+            .map(|sp| sp.pairs.clone())
             .unwrap_or_default()
     }
 
     /// The adapter of `namespace`, if one is trained.
     pub fn adapter(&self, namespace: &Namespace) -> Option<Arc<Adapter>> {
-        self.lock("adapter")
-            .ok()
-            .and_then(|s| s.get(namespace).and_then(|sp| sp.adapter.clone()))
+        self.spaces
+            .read()
+            .get(namespace)
+            .and_then(|sp| sp.adapter.clone())
     }
 
     /// The report of the last training of `namespace`.
     pub fn last_training(&self, namespace: &Namespace) -> Option<TrainReport> {
-        self.lock("training")
-            .ok()
-            .and_then(|s| s.get(namespace).and_then(|sp| sp.last_training.clone()))
+        self.spaces
+            .read()
+            .get(namespace)
+            .and_then(|sp| sp.last_training.clone())
     }
 
     /// Whether `namespace`'s adapter is stale (a forget since it was trained).
     pub fn is_stale(&self, namespace: &Namespace) -> bool {
-        self.lock("stale")
-            .ok()
-            .and_then(|s| s.get(namespace).map(|sp| sp.forgotten_since_training))
-            .unwrap_or(false)
-    }
-
-    pub(crate) fn lock(
-        &self,
-        op: &'static str,
-    ) -> Result<MutexGuard<'_, HashMap<Namespace, Space>>> {
         self.spaces
-            .lock()
-            .map_err(|_| LoraError::Poisoned.into_core(op))
+            .read()
+            .get(namespace)
+            .is_some_and(|sp| sp.forgotten_since_training)
     }
 
     pub(crate) fn fingerprint(&self) -> String {
@@ -178,10 +171,6 @@ impl LoraMemory {
             self.config.rank,
             self.config.alpha
         )
-    }
-
-    pub(crate) fn set_disk_bytes(&self, n: u64) {
-        self.disk_bytes.store(n, Ordering::Relaxed);
     }
 
     fn chunks<'a>(&self, events: &'a [Event]) -> Vec<&'a [Event]> {
@@ -243,7 +232,7 @@ impl Substrate for LoraMemory {
                 .unwrap_or_default();
             check_new_sources(events, |id| stored.contains(id))
         };
-        check(&*self.lock("write")?)?;
+        check(&self.spaces.read())?;
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
@@ -271,7 +260,7 @@ impl Substrate for LoraMemory {
                 tokens: self.services.tokens.count(&e.render()) as u64,
             })
             .collect();
-        let mut spaces = self.lock("write")?;
+        let mut spaces = self.spaces.write();
         check(&spaces)?;
         let space = spaces.entry(namespace.clone()).or_default();
         space.events.extend(metas);
@@ -289,7 +278,7 @@ impl Substrate for LoraMemory {
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
         let (text, adapter, label) = {
-            let spaces = self.lock("read")?;
+            let spaces = self.spaces.read();
             match spaces.get(&query.namespace) {
                 None => (String::new(), None, "none".to_string()),
                 Some(sp) => {
@@ -336,7 +325,8 @@ impl Substrate for LoraMemory {
     #[tracing::instrument(name = "m9.manage", skip_all)]
     async fn manage(&self) -> Result<ManageReport> {
         let todo: Vec<(Namespace, u64, Vec<QaPair>)> = self
-            .lock("manage")?
+            .spaces
+            .read()
             .iter()
             .filter(|(_, sp)| sp.pending() || sp.forgotten_since_training)
             .map(|(ns, sp)| (ns.clone(), sp.version, sp.pairs.clone()))
@@ -348,7 +338,7 @@ impl Substrate for LoraMemory {
                 .await
                 .map_err(|e| LoraError::Task(e.to_string()).into_core("manage"))?
                 .map_err(|e| e.into_core("manage"))?;
-            let mut spaces = self.lock("manage")?;
+            let mut spaces = self.spaces.write();
             let Some(sp) = spaces.get_mut(&ns) else {
                 continue;
             };
@@ -381,25 +371,19 @@ impl Substrate for LoraMemory {
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
+        self.spaces.footprint(|_, sp| Footprint {
+            memory_bytes: sp.adapter.as_ref().map_or(0, |a| a.parameter_bytes()),
+            input_tokens: sp.events.iter().map(|e| e.tokens).sum::<u64>(),
+            stored_tokens: sp
+                .pairs
+                .iter()
+                .map(|p| {
+                    (self.services.tokens.count(&p.question)
+                        + self.services.tokens.count(&p.answer)) as u64
+                })
+                .sum::<u64>(),
             ..Footprint::default()
-        };
-        if let Ok(spaces) = self.spaces.lock() {
-            for sp in spaces.values() {
-                fp.memory_bytes += sp.adapter.as_ref().map_or(0, |a| a.parameter_bytes());
-                fp.input_tokens += sp.events.iter().map(|e| e.tokens).sum::<u64>();
-                fp.stored_tokens += sp
-                    .pairs
-                    .iter()
-                    .map(|p| {
-                        (self.services.tokens.count(&p.question)
-                            + self.services.tokens.count(&p.answer)) as u64
-                    })
-                    .sum::<u64>();
-            }
-        }
-        fp
+        })
     }
 
     async fn persist(&self, dir: &Path) -> Result<()> {
@@ -412,7 +396,7 @@ impl Substrate for LoraMemory {
 
     #[tracing::instrument(name = "m9.forget", skip_all)]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut spaces = self.lock("forget")?;
+        let mut spaces = self.spaces.write();
         match target {
             Forget::Namespace(ns) => Ok(spaces.remove(ns).map_or(0, |sp| sp.events.len())),
             Forget::Sources {

@@ -14,6 +14,8 @@ use submem_core::{ChatRequest, Completion, Llm, ServiceError, Usage};
 use submem_models::{GgufTokenizer, LocalLlm};
 
 use crate::codec::{check_ids, ByteCodec, TextCodec};
+use submem_kit::spaces;
+
 use crate::error::{LoraError, Result};
 use crate::llama::{BaseModel, KvCache, LlamaConfig};
 use crate::lora::Adapter;
@@ -95,7 +97,7 @@ impl LoraModel {
             path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
             max_context,
         );
-        let mut table = SHARED.lock().map_err(|_| LoraError::Poisoned)?;
+        let mut table = spaces::lock(&SHARED);
         if let Some(m) = table.get(&key) {
             return Ok(m.clone());
         }

@@ -48,7 +48,7 @@ fn adapter_path(dir: &Path, name: &str) -> PathBuf {
 
 pub(crate) fn persist(mem: &LoraMemory, dir: &Path) -> Result<()> {
     let snapshot: Vec<(Namespace, Space)> = {
-        let spaces = mem.lock("persist")?;
+        let spaces = mem.spaces.read();
         let mut v: Vec<_> = spaces.iter().map(|(n, s)| (n.clone(), s.clone())).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -102,7 +102,7 @@ pub(crate) fn persist(mem: &LoraMemory, dir: &Path) -> Result<()> {
     };
     write_json(&dir.join(STATE_FILE), &state)?;
     write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-    mem.set_disk_bytes(disk);
+    mem.spaces.set_disk_bytes(disk);
     Ok(())
 }
 
@@ -149,7 +149,7 @@ pub(crate) fn restore(mem: &LoraMemory, dir: &Path) -> Result<()> {
             },
         );
     }
-    *mem.lock("restore")? = spaces;
-    mem.set_disk_bytes(disk);
+    *mem.spaces.write() = spaces;
+    mem.spaces.set_disk_bytes(disk);
     Ok(())
 }
