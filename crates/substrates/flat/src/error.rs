@@ -41,10 +41,6 @@ pub enum FlatError {
     #[error("cannot open index directory: {0}")]
     OpenDirectory(#[from] tantivy::directory::error::OpenDirectoryError),
 
-    /// A lock was poisoned by a panic in another thread.
-    #[error("internal lock poisoned by an earlier panic")]
-    Poisoned,
-
     /// A persisted file does not match what the manifest promised.
     #[error("persisted state is inconsistent: {0}")]
     Corrupt(String),

@@ -29,8 +29,8 @@ use submem_core::{
 };
 
 use crate::error::FlatError;
-use crate::lock;
 use crate::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
+use submem_kit::spaces;
 
 /// The method id of the hybrid substrate.
 pub const HYBRID: MethodId = MethodId::from_static("Hybrid");
@@ -199,7 +199,7 @@ impl HybridMemory {
     }
 
     fn halves(&self) -> Result<Arc<Halves>> {
-        Ok(lock::read(&self.halves, METHOD, "access")?.clone())
+        Ok(spaces::read(&self.halves).clone())
     }
 
     /// Checks `config` as [`HybridMemory::new`] would.
@@ -318,7 +318,7 @@ impl Substrate for HybridMemory {
         let fresh = Halves::new(&self.services, &self.config)?;
         fresh.dense.restore(&dir.join(DENSE_DIR)).await?;
         fresh.sparse.restore(&dir.join(SPARSE_DIR)).await?;
-        *lock::write(&self.halves, METHOD, "restore")? = Arc::new(fresh);
+        *spaces::write(&self.halves) = Arc::new(fresh);
         Ok(())
     }
 

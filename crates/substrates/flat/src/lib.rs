@@ -118,7 +118,6 @@ mod error;
 pub mod factory;
 pub mod fill;
 pub mod hybrid;
-mod lock;
 pub mod pieces;
 pub mod sparse;
 mod unit;

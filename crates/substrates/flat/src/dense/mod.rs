@@ -47,9 +47,9 @@ use submem_core::{
 use submem_kit::batch::check_new_sources;
 
 use crate::error::FlatError;
-use crate::lock;
 use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};
 use ns::DenseNs;
+use submem_kit::spaces;
 
 /// Method id used in errors and the manifest.
 const METHOD: &str = "M1";
@@ -118,19 +118,19 @@ impl DenseMemory {
         self.dim
     }
 
-    fn space(&self, ns: &Namespace, op: &'static str) -> Result<Option<Arc<RwLock<DenseNs>>>> {
-        Ok(lock::read(&self.spaces, METHOD, op)?.get(ns).cloned())
+    fn space(&self, ns: &Namespace) -> Option<Arc<RwLock<DenseNs>>> {
+        spaces::read(&self.spaces).get(ns).cloned()
     }
 
-    fn space_or_create(&self, ns: &Namespace) -> Result<Arc<RwLock<DenseNs>>> {
-        if let Some(s) = self.space(ns, "write")? {
-            return Ok(s);
+    fn space_or_create(&self, ns: &Namespace) -> Arc<RwLock<DenseNs>> {
+        if let Some(s) = self.space(ns) {
+            return s;
         }
-        let mut spaces = lock::write(&self.spaces, METHOD, "write")?;
-        Ok(spaces
+        let mut spaces = spaces::write(&self.spaces);
+        spaces
             .entry(ns.clone())
             .or_insert_with(|| Arc::new(RwLock::new(DenseNs::new(self.dim))))
-            .clone())
+            .clone()
     }
 
     /// Checks and normalises vectors returned for `expected` texts.
@@ -171,9 +171,9 @@ impl DenseMemory {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        let existing = self.space(namespace, "write")?;
+        let existing = self.space(namespace);
         if let Some(s) = &existing {
-            let s = lock::read(s, METHOD, "write")?;
+            let s = spaces::read(s);
             check_new_sources(events, exists_in(Some(s.ids())))?;
         } else {
             check_new_sources(events, |_| false)?;
@@ -207,8 +207,8 @@ impl DenseMemory {
             .iter()
             .map(|u| tokens_u32(self.services.tokens.count(&u.text)))
             .collect();
-        let space = self.space_or_create(namespace)?;
-        let mut ns = lock::write(&space, METHOD, "write")?;
+        let space = self.space_or_create(namespace);
+        let mut ns = spaces::write(&space);
         // Another task may have written the same ids since validation.
         check_new_ids(&units, exists_in(Some(ns.ids())))?;
         let first = ns.next_position;
@@ -257,10 +257,10 @@ impl DenseMemory {
         if !vector::normalise(&mut q) {
             return Err(FlatError::NonFinite.into_core(METHOD, "read"));
         }
-        let Some(space) = self.space(namespace, "read")? else {
+        let Some(space) = self.space(namespace) else {
             return Ok(Vec::new());
         };
-        let ns = lock::read(&space, METHOD, "read")?;
+        let ns = spaces::read(&space);
         Ok(ns
             .search(&q, n, &self.config)
             .into_iter()
@@ -273,8 +273,8 @@ impl DenseMemory {
 
     /// Live units in `namespace`.
     pub(crate) fn live(&self, namespace: &Namespace) -> Result<usize> {
-        Ok(match self.space(namespace, "read")? {
-            Some(s) => lock::read(&s, METHOD, "read")?.live(),
+        Ok(match self.space(namespace) {
+            Some(s) => spaces::read(&s).live(),
             None => 0,
         })
     }
@@ -322,8 +322,8 @@ impl Substrate for DenseMemory {
         if events.is_empty() {
             return Ok(WriteReport::default());
         }
-        if let Some(s) = self.space(namespace, "write")? {
-            let s = lock::read(&s, METHOD, "write")?;
+        if let Some(s) = self.space(namespace) {
+            let s = spaces::read(&s);
             check_new_sources(events, exists_in(Some(s.ids())))?;
         } else {
             check_new_sources(events, |_| false)?;
@@ -348,13 +348,10 @@ impl Substrate for DenseMemory {
 
     #[tracing::instrument(name = "m1.manage", skip_all)]
     async fn manage(&self) -> Result<ManageReport> {
-        let spaces: Vec<_> = lock::read(&self.spaces, METHOD, "manage")?
-            .values()
-            .cloned()
-            .collect();
+        let spaces: Vec<_> = spaces::read(&self.spaces).values().cloned().collect();
         let mut changed = 0;
         for space in spaces {
-            let mut ns = lock::write(&space, METHOD, "manage")?;
+            let mut ns = spaces::write(&space);
             if ns.needs_compaction(&self.config) {
                 changed += ns.compact(&self.config);
             }
@@ -381,7 +378,7 @@ impl Substrate for DenseMemory {
 
     #[tracing::instrument(name = "m1.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let spaces: Vec<_> = lock::read(&self.spaces, METHOD, "persist")?
+        let spaces: Vec<_> = spaces::read(&self.spaces)
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
@@ -397,7 +394,7 @@ impl Substrate for DenseMemory {
             .into_iter()
             .map(|(k, v)| (k, Arc::new(RwLock::new(v))))
             .collect();
-        *lock::write(&self.spaces, METHOD, "restore")? = loaded;
+        *spaces::write(&self.spaces) = loaded;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
@@ -406,17 +403,17 @@ impl Substrate for DenseMemory {
     async fn forget(&self, target: &Forget) -> Result<usize> {
         match target {
             Forget::Namespace(ns) => {
-                let removed = lock::write(&self.spaces, METHOD, "forget")?.remove(ns);
+                let removed = spaces::write(&self.spaces).remove(ns);
                 match removed {
-                    Some(space) => Ok(lock::read(&space, METHOD, "forget")?.live()),
+                    Some(space) => Ok(spaces::read(&space).live()),
                     None => Ok(0),
                 }
             }
             Forget::Sources {
                 namespace,
                 source_ids,
-            } => match self.space(namespace, "forget")? {
-                Some(space) => Ok(lock::write(&space, METHOD, "forget")?.forget(source_ids)),
+            } => match self.space(namespace) {
+                Some(space) => Ok(spaces::write(&space).forget(source_ids)),
                 None => Ok(0),
             },
         }

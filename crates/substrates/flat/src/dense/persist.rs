@@ -14,8 +14,8 @@ use submem_core::{Error, Namespace, Result};
 
 use super::graph::{is_graph_file, Graph, GraphFiles};
 use super::ns::DenseNs;
-use crate::lock;
 use crate::unit::{dir_bytes, StoredUnit};
+use submem_kit::spaces;
 
 /// Manifest name of this store.
 pub(crate) const MANIFEST_NAME: &str = "M1 dense-hnsw";
@@ -55,7 +55,7 @@ pub(crate) fn save(
         namespaces: Vec::with_capacity(spaces.len()),
     };
     for (i, (name, space)) in spaces.iter().enumerate() {
-        let ns = lock::read(space, super::METHOD, "persist")?;
+        let ns = spaces::read(space);
         let vector_file = format!("vectors-{i}.f32");
         let mut bytes = Vec::with_capacity(ns.vectors.len() * 4);
         for x in &ns.vectors {

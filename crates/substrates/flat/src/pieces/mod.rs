@@ -41,9 +41,9 @@ use submem_kit::state::StateFile;
 
 use crate::dense::embed_query;
 use crate::hybrid::{reciprocal_rank_fusion, DEFAULT_RRF_K};
-use crate::lock;
 use crate::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
 use store::{CutEvent, PieceSpace};
+use submem_kit::spaces;
 
 /// The method id of the piece-retrieval baselines.
 pub const PIECES: MethodId = MethodId::from_static("Pieces");
@@ -207,7 +207,7 @@ impl Inner {
     }
 
     fn has_events(&self, ns: &Namespace) -> Result<bool> {
-        Ok(lock::read(&self.spaces, METHOD, "read")?
+        Ok(spaces::read(&self.spaces)
             .get(ns)
             .is_some_and(|s| !s.events.is_empty()))
     }
@@ -233,7 +233,7 @@ impl PieceMemory {
     }
 
     fn inner(&self) -> Result<Arc<Inner>> {
-        Ok(lock::read(&self.inner, METHOD, "access")?.clone())
+        Ok(spaces::read(&self.inner).clone())
     }
 
     /// The pieces of `query`'s namespace ranked best first, each with its
@@ -283,7 +283,7 @@ impl Substrate for PieceMemory {
         }
         let inner = self.inner()?;
         {
-            let spaces = lock::read(&inner.spaces, METHOD, "write")?;
+            let spaces = spaces::read(&inner.spaces);
             let stored = spaces.get(namespace);
             check_new_sources(events, |id| {
                 stored.is_some_and(|s| s.events.contains_key(id))
@@ -319,7 +319,7 @@ impl Substrate for PieceMemory {
                 return Err(e);
             }
         }
-        let mut spaces = lock::write(&inner.spaces, METHOD, "write")?;
+        let mut spaces = spaces::write(&inner.spaces);
         let space = spaces.entry(namespace.clone()).or_default();
         for (id, mut event) in cut {
             event.position = space.next_position;
@@ -340,7 +340,7 @@ impl Substrate for PieceMemory {
             return Ok(Recall::empty());
         }
         let ranked = self.rank(&inner, query).await?;
-        let spaces = lock::read(&inner.spaces, METHOD, "read")?;
+        let spaces = spaces::read(&inner.spaces);
         let Some(space) = spaces.get(&query.namespace) else {
             return Ok(Recall::empty());
         };
@@ -395,7 +395,7 @@ impl Substrate for PieceMemory {
         if let Some(sparse) = &inner.sparse {
             sparse.persist(&dir.join(SPARSE_DIR)).await?;
         }
-        let spaces = lock::read(&inner.spaces, METHOD, "persist")?;
+        let spaces = spaces::read(&inner.spaces);
         // Writes the manifest last.
         self.config
             .ranking
@@ -419,8 +419,8 @@ impl Substrate for PieceMemory {
         if let Some(sparse) = &fresh.sparse {
             sparse.restore(&dir.join(SPARSE_DIR)).await?;
         }
-        *lock::write(&fresh.spaces, METHOD, "restore")? = spaces;
-        *lock::write(&self.inner, METHOD, "restore")? = Arc::new(fresh);
+        *spaces::write(&fresh.spaces) = spaces;
+        *spaces::write(&self.inner) = Arc::new(fresh);
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
@@ -430,7 +430,7 @@ impl Substrate for PieceMemory {
         // The indexes first: if one fails, the events are still listed and
         // the same forget can be asked again.
         let (namespace, inner_target, ids) = {
-            let spaces = lock::read(&inner.spaces, METHOD, "forget")?;
+            let spaces = spaces::read(&inner.spaces);
             match target {
                 Forget::Namespace(ns) => (ns, target.clone(), None),
                 Forget::Sources {
@@ -462,7 +462,7 @@ impl Substrate for PieceMemory {
         if let Some(sparse) = &inner.sparse {
             sparse.forget(&inner_target).await?;
         }
-        let mut spaces = lock::write(&inner.spaces, METHOD, "forget")?;
+        let mut spaces = spaces::write(&inner.spaces);
         Ok(match ids {
             None => spaces.remove(namespace).map_or(0, |s| s.events.len()),
             Some(ids) => match spaces.get_mut(namespace) {

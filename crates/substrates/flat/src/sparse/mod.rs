@@ -60,10 +60,10 @@ use submem_kit::batch::check_new_sources;
 use tantivy::tokenizer::TextAnalyzer;
 
 use crate::error::FlatResult;
-use crate::lock;
 use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};
 use analyzer::{build_analyzer, tokens, NsStats};
 use index::{Backing, TantivyIndex};
+use submem_kit::spaces;
 
 /// Method id used in errors.
 const METHOD: &str = "M2";
@@ -196,7 +196,7 @@ impl SparseMemory {
         text: &str,
         n: usize,
     ) -> Result<Vec<(RankedUnit, u32)>> {
-        let state = lock::read(&self.state, METHOD, "read")?;
+        let state = spaces::read(&self.state);
         let Some(space) = state.spaces.get(namespace) else {
             return Ok(Vec::new());
         };
@@ -229,7 +229,7 @@ impl SparseMemory {
             .iter()
             .map(|u| tokens_u32(self.services.tokens.count(&u.text)))
             .collect();
-        let mut guard = lock::write(&self.state, METHOD, "write")?;
+        let mut guard = spaces::write(&self.state);
         let state = &mut *guard;
         check_new_ids(
             &units,
@@ -294,7 +294,7 @@ impl Substrate for SparseMemory {
             return Ok(WriteReport::default());
         }
         {
-            let state = lock::read(&self.state, METHOD, "write")?;
+            let state = spaces::read(&self.state);
             check_new_sources(
                 events,
                 exists_in(state.spaces.get(namespace).map(|s| &s.ids)),
@@ -339,7 +339,7 @@ impl Substrate for SparseMemory {
 
     #[tracing::instrument(name = "m2.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let state = lock::read(&self.state, METHOD, "persist")?;
+        let state = spaces::read(&self.state);
         let bytes = persist::save(dir, &self.config, &state.index, &state.spaces)?;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
@@ -368,7 +368,7 @@ impl Substrate for SparseMemory {
             }
             spaces.insert(ns, space);
         }
-        let mut state = lock::write(&self.state, METHOD, "restore")?;
+        let mut state = spaces::write(&self.state);
         state.index = index;
         state.spaces = spaces;
         self.disk_bytes.store(bytes, Ordering::Relaxed);
@@ -377,7 +377,7 @@ impl Substrate for SparseMemory {
 
     #[tracing::instrument(name = "m2.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut guard = lock::write(&self.state, METHOD, "forget")?;
+        let mut guard = spaces::write(&self.state);
         let state = &mut *guard;
         let ns = target.namespace();
         let Some(space) = state.spaces.get(ns) else {
