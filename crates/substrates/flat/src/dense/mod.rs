@@ -38,7 +38,6 @@ pub use config::DenseConfig;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, RankedUnit,
@@ -49,12 +48,12 @@ use submem_kit::batch::check_new_sources;
 use crate::error::FlatError;
 use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};
 use ns::DenseNs;
-use submem_kit::spaces;
+use submem_kit::spaces::{self, Spaces};
 
 /// Method id used in errors and the manifest.
 const METHOD: &str = "M1";
 
-type Spaces = HashMap<Namespace, Arc<RwLock<DenseNs>>>;
+type Space = Arc<RwLock<DenseNs>>;
 
 /// M1: dense top-k retrieval over every stored unit.
 ///
@@ -72,8 +71,7 @@ pub struct DenseMemory {
     services: Services,
     config: DenseConfig,
     dim: usize,
-    spaces: RwLock<Spaces>,
-    disk_bytes: AtomicU64,
+    spaces: Spaces<Space>,
 }
 
 impl std::fmt::Debug for DenseMemory {
@@ -103,8 +101,7 @@ impl DenseMemory {
             services,
             config,
             dim,
-            spaces: RwLock::new(HashMap::new()),
-            disk_bytes: AtomicU64::new(0),
+            spaces: Spaces::new(),
         })
     }
 
@@ -119,14 +116,14 @@ impl DenseMemory {
     }
 
     fn space(&self, ns: &Namespace) -> Option<Arc<RwLock<DenseNs>>> {
-        spaces::read(&self.spaces).get(ns).cloned()
+        self.spaces.read().get(ns).cloned()
     }
 
     fn space_or_create(&self, ns: &Namespace) -> Arc<RwLock<DenseNs>> {
         if let Some(s) = self.space(ns) {
             return s;
         }
-        let mut spaces = spaces::write(&self.spaces);
+        let mut spaces = self.spaces.write();
         spaces
             .entry(ns.clone())
             .or_insert_with(|| Arc::new(RwLock::new(DenseNs::new(self.dim))))
@@ -348,7 +345,7 @@ impl Substrate for DenseMemory {
 
     #[tracing::instrument(name = "m1.manage", skip_all)]
     async fn manage(&self) -> Result<ManageReport> {
-        let spaces: Vec<_> = spaces::read(&self.spaces).values().cloned().collect();
+        let spaces: Vec<_> = self.spaces.read().values().cloned().collect();
         let mut changed = 0;
         for space in spaces {
             let mut ns = spaces::write(&space);
@@ -360,42 +357,40 @@ impl Substrate for DenseMemory {
     }
 
     fn footprint(&self) -> Footprint {
-        let mut fp = Footprint {
-            disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
-            ..Footprint::default()
-        };
-        if let Ok(spaces) = self.spaces.read() {
-            for space in spaces.values() {
-                if let Ok(ns) = space.read() {
-                    fp.memory_bytes += ns.memory_bytes(&self.config);
-                    fp.stored_tokens += ns.stored_tokens();
-                }
+        self.spaces.footprint(|_, space| {
+            let ns = spaces::read(space);
+            let tokens = ns.stored_tokens();
+            Footprint {
+                memory_bytes: ns.memory_bytes(&self.config),
+                stored_tokens: tokens,
+                input_tokens: tokens,
+                ..Footprint::default()
             }
-        }
-        fp.input_tokens = fp.stored_tokens;
-        fp
+        })
     }
 
     #[tracing::instrument(name = "m1.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let spaces: Vec<_> = spaces::read(&self.spaces)
+        let spaces: Vec<_> = self
+            .spaces
+            .read()
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let bytes = persist::save(dir, self.dim, &self.embedder_name(), &spaces)?;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        self.spaces.set_disk_bytes(bytes);
         Ok(())
     }
 
     #[tracing::instrument(name = "m1.restore", skip_all, fields(dir = %dir.display()))]
     async fn restore(&self, dir: &Path) -> Result<()> {
         let (loaded, bytes) = persist::load(dir, self.dim, &self.embedder_name())?;
-        let loaded: Spaces = loaded
+        let loaded: HashMap<Namespace, Space> = loaded
             .into_iter()
             .map(|(k, v)| (k, Arc::new(RwLock::new(v))))
             .collect();
-        *spaces::write(&self.spaces) = loaded;
-        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        *self.spaces.write() = loaded;
+        self.spaces.set_disk_bytes(bytes);
         Ok(())
     }
 
@@ -403,7 +398,7 @@ impl Substrate for DenseMemory {
     async fn forget(&self, target: &Forget) -> Result<usize> {
         match target {
             Forget::Namespace(ns) => {
-                let removed = spaces::write(&self.spaces).remove(ns);
+                let removed = self.spaces.write().remove(ns);
                 match removed {
                     Some(space) => Ok(spaces::read(&space).live()),
                     None => Ok(0),

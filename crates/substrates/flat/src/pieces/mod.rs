@@ -375,11 +375,9 @@ impl Substrate for PieceMemory {
             fp.memory_bytes += f.memory_bytes;
             fp.disk_bytes += f.disk_bytes;
         }
-        if let Ok(spaces) = inner.spaces.read() {
-            for space in spaces.values() {
-                fp.memory_bytes += space.heap_bytes();
-                fp.stored_tokens += space.stored_tokens();
-            }
+        for space in spaces::read(&inner.spaces).values() {
+            fp.memory_bytes += space.heap_bytes();
+            fp.stored_tokens += space.stored_tokens();
         }
         fp.input_tokens = fp.stored_tokens;
         fp

@@ -324,14 +324,13 @@ impl Substrate for SparseMemory {
             disk_bytes: self.disk_bytes.load(Ordering::Relaxed),
             ..Footprint::default()
         };
-        if let Ok(state) = self.state.read() {
-            if state.index.backing() == &Backing::Ram {
-                fp.memory_bytes += state.index.index_bytes();
-            }
-            for space in state.spaces.values() {
-                fp.memory_bytes += space.memory_bytes();
-                fp.stored_tokens += space.stored_tokens();
-            }
+        let state = spaces::read(&self.state);
+        if state.index.backing() == &Backing::Ram {
+            fp.memory_bytes += state.index.index_bytes();
+        }
+        for space in state.spaces.values() {
+            fp.memory_bytes += space.memory_bytes();
+            fp.stored_tokens += space.stored_tokens();
         }
         fp.input_tokens = fp.stored_tokens;
         fp
