@@ -16,7 +16,8 @@
 //! | [`pack`] | packing ranked units into the allowance by their cached token counts, shown in time order ([`pack::fill_and_render`], [`pack::fill_to_allowance`]) |
 //! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
 //! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
-//! | [`spaces`] | each namespace's state behind one lock that survives poisoning, with footprint totals and save/restore ([`spaces::Spaces`], [`spaces::read`], [`spaces::write`]) |
+//! | [`spaces`] | each namespace's state behind one lock that survives poisoning, with footprint totals and save/restore ([`spaces::Spaces`], [`spaces::read`], [`spaces::write`], [`spaces::lock`]) |
+//! | [`chunk`] | cutting a history into consecutive chunks at session changes and under a token cap ([`chunk::session_chunks`], [`chunk::runs`]) |
 //! | [`event_log`] | a whole substrate from a ranking rule: an event log per namespace with writes' checks, forget, footprint and persistence ([`event_log::EventLog`], [`event_log::LogRanker`]) |
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
 //!
@@ -37,6 +38,7 @@
 
 pub mod batch;
 pub mod bm25;
+pub mod chunk;
 pub mod count;
 pub mod event_log;
 pub mod fit;
