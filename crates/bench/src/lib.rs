@@ -57,6 +57,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod charts;
 pub mod compare;
 mod context;
 pub mod dataset;

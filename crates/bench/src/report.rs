@@ -1,14 +1,15 @@
 //! Human-readable outputs: `report.md` (a table shaped like Table 1 of
 //! *Harness the Memory* — P4 and E15 per substrate, best ▲ and worst ▼ marked
-//! per column — followed by the LLM-free columns and per-category recall) and
-//! `scatter.svg`, a performance–latency scatter (P4, or P6 when nothing was
-//! judged, against E15).
+//! per column — followed by the LLM-free columns and per-category recall,
+//! then the pictures with a line on how to read each) and the pictures
+//! themselves, drawn by [`crate::charts`]: `coverage.svg`, `scatter.svg`
+//! (quality against read latency) and `fates.svg`.
 
-use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::charts::{COVERAGE_SVG, FATES_SVG, QUALITY_LATENCY_SVG};
 use crate::summary::{RunSummary, Summary};
 use crate::{BenchError, Result};
 
@@ -409,6 +410,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
         }
         out.push('\n');
     }
+    write_pictures(&mut out);
     out.push_str(
         "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \
 `P6 verb` = Recall@k counting only events shown verbatim (not only inside an LLM-written record); `cover` = share of gold evidence turns shown whole and verbatim; `part` = shown at least in part (a verbatim run of 8+ words); `ans` = share of questions whose normalised gold answer (every element of a list) appears in the memory. \
@@ -417,6 +419,35 @@ P8–P11 (task success, goal conditions, steps, pass@1) need a live environment:
 Full definitions: `summary.json` and the `submem_bench::summary` docs.\n",
     );
     out
+}
+
+/// The pictures [`write_all`] draws beside the report, each with a line on
+/// how to read it.
+fn write_pictures(out: &mut String) {
+    let _ = writeln!(out, "## Pictures\n");
+    for (file, alt, how) in [
+        (
+            COVERAGE_SVG,
+            "Evidence coverage against token budget",
+            "one line per substrate over the budgets; left panel evidence shown whole, right panel whole or in part; \
+higher is better, and a line that climbs with the budget is one the budget holds back (a dashed level line: a substrate \
+measured at one budget only).",
+        ),
+        (
+            QUALITY_LATENCY_SVG,
+            "Quality against read latency",
+            "one colour and marker per substrate, a bigger marker for a bigger budget, a substrate's budgets joined; \
+up and to the left is better; the y axis names the measure (answer recall when every run has it).",
+        ),
+        (
+            FATES_SVG,
+            "Where gold evidence turns went",
+            "one bar per substrate and budget, split into the shares of gold turns shown whole, shown in part only, \
+present only inside an LLM-written record, and not shown; the more green, the more evidence the reader gets.",
+        ),
+    ] {
+        let _ = writeln!(out, "![{alt}]({file})\n\n`{file}`: {how}\n");
+    }
 }
 
 /// What a design is compared with the packing baselines on: evidence shown
@@ -496,63 +527,9 @@ then whole-or-part coverage and answer recall beside the best baseline on each:\
     }
 }
 
-/// Draws the performance–latency scatter to `path`.
-pub fn scatter_svg(summary: &Summary, path: &Path) -> Result<()> {
-    let use_p4 = summary.runs.iter().any(|r| r.number("P4").is_some());
-    let y_metric = if use_p4 { "P4" } else { "P6" };
-    let points: Vec<(String, f64, f64)> = summary
-        .runs
-        .iter()
-        .filter_map(|r| {
-            Some((
-                format!("{} (B={}, k={})", r.substrate, r.budget, r.k),
-                r.number("E15")?,
-                r.number(y_metric)?,
-            ))
-        })
-        .collect();
-    let err = |e: &dyn std::fmt::Display| BenchError::Plot {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let x_max = points.iter().map(|p| p.1).fold(0.0f64, f64::max).max(1e-6) * 1.25;
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{y_metric} vs E15 (per-query latency)"),
-            ("sans-serif", 22),
-        )
-        .margin(20)
-        .x_label_area_size(45)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..x_max, 0.0..1.05f64)
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("E15 seconds per query (lower is better)")
-        .y_desc(format!("{y_metric} (higher is better)"))
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, (label, x, y)) in points.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(std::iter::once(Circle::new((*x, *y), 6, color.filled())))
-            .map_err(|e| err(&e))?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (*x, *y),
-                ("sans-serif", 13).into_font(),
-            )))
-            .map_err(|e| err(&e))?;
-    }
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
-}
-
-/// Writes `summary.json`, `report.md` and `scatter.svg` into `dir`; returns
-/// the markdown.
+/// Writes `summary.json`, `report.md` and the pictures (`coverage.svg`,
+/// `scatter.svg`, `fates.svg`, see [`crate::charts`]) into `dir`; returns the
+/// markdown.
 pub fn write_all(dir: &Path, summary: &Summary, notes: &[String]) -> Result<String> {
     let json = serde_json::to_string_pretty(summary).map_err(|e| BenchError::Json {
         what: "summary.json".into(),
@@ -563,7 +540,7 @@ pub fn write_all(dir: &Path, summary: &Summary, notes: &[String]) -> Result<Stri
     let md = markdown(summary, notes);
     let p = dir.join("report.md");
     std::fs::write(&p, &md).map_err(|e| BenchError::io(&p, e))?;
-    scatter_svg(summary, &dir.join("scatter.svg"))?;
+    crate::charts::write_all(dir, summary)?;
     Ok(md)
 }
 
@@ -576,6 +553,7 @@ mod tests {
         let mut m = Map::new();
         m.insert("P6".into(), json!(p6));
         m.insert("E15".into(), json!(e15));
+        m.insert("E4".into(), json!({"mean": e15 / 10.0, "p50": e15 / 20.0}));
         m.insert("P4".into(), serde_json::Value::Null);
         m.insert("questions".into(), json!(10));
         m.insert("answered".into(), json!(0));
@@ -612,10 +590,15 @@ mod tests {
         write_all(dir.path(), &s, &[]).unwrap();
         let svg = std::fs::read_to_string(dir.path().join("scatter.svg")).unwrap();
         assert!(
-            svg.contains("<svg") && svg.contains("m2 (B=1024"),
+            svg.contains("<svg") && svg.lines().any(|l| l.trim() == "m2"),
             "{}",
             &svg[..200.min(svg.len())]
         );
+        for f in ["coverage.svg", "fates.svg"] {
+            assert!(dir.path().join(f).exists(), "{f}");
+            assert!(md.contains(&format!("]({f})")), "{md}");
+        }
+        assert!(md.contains("![Quality against read latency](scatter.svg)"));
         let back: Summary = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("summary.json")).unwrap(),
         )
