@@ -23,7 +23,8 @@
 //! - [`metrics`]: EM, token F1, BLEU-1, SubEM, Recall@k, evidence coverage,
 //!   the exact McNemar test and the paired bootstrap;
 //! - [`summary`], [`report`] and [`compare`]: `summary.json`, `report.md`
-//!   (Table 1 layout), `scatter.svg`, and paired comparisons; [`results`]
+//!   (Table 1 layout), its pictures (`coverage.svg`, `scatter.svg`,
+//!   `fates.svg`, drawn by [`charts`]), and paired comparisons; [`results`]
 //!   writes them from a run's records;
 //! - [`shard`]: a run split over processes (`--shard I/N`) and merged back
 //!   into what one run writes.

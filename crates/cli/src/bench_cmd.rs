@@ -156,7 +156,7 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchAction {
     /// Merge the output directories of every `--shard I/N` run of one sweep into what the
-    /// unsharded run writes (items.jsonl, writes.jsonl, summary.json, report.md, scatter.svg).
+    /// unsharded run writes (items.jsonl, writes.jsonl, summary.json, report.md and its SVGs).
     Merge(crate::bench_merge::MergeArgs),
 }
 
@@ -489,7 +489,7 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
 pub(crate) fn finish(out: &Path, md: &str, failures: &[String], no_items: bool) -> ExitCode {
     println!("{md}");
     println!(
-        "results: {}/items.jsonl, summary.json, report.md, scatter.svg",
+        "results: {}/items.jsonl, summary.json, report.md, coverage.svg, scatter.svg, fates.svg",
         out.display()
     );
     if !failures.is_empty() {

@@ -89,7 +89,7 @@ enum Command {
     /// Run substrates on a dataset and report performance and efficiency metrics.
     ///
     /// Results go to --out: items.jsonl (appended as each item finishes, so a killed run
-    /// resumes), writes.jsonl, summary.json, report.md, scatter.svg and run.json.
+    /// resumes), writes.jsonl, summary.json, report.md, coverage.svg, scatter.svg, fates.svg and run.json.
     ///
     /// Sharded sweeps: `--shard I/N` runs every Nth substrate × conversation task (round-robin,
     /// shard I from 1 to N) into its own --out, with everything decided over the whole run (the
