@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// (overrides `[server] advertise`).
     #[arg(long, value_name = "URL")]
     pub advertise: Option<String>,
+    /// Bench output the inspector at /ui can open: a `submem bench --out`
+    /// directory or a directory of them (overrides `[server] reports_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
     /// Print the SHA-256 of an API key for `[[server.keys]]` and exit.
     #[arg(long, value_name = "KEY")]
     pub hash_key: Option<String>,
@@ -121,6 +125,10 @@ pub async fn serve(
     if let Some(url) = args.advertise {
         server_config.advertise = Some(url);
     }
+    if let Some(dir) = args.reports {
+        server_config.reports_dir = Some(dir);
+    }
+    server_config.validate()?;
     // Before anything is opened: no keys, no public address.
     submem_server::check_bind(args.addr, !server_config.keys.is_empty())?;
     let server = open(data_dir, server_config, &models, registry).await?;

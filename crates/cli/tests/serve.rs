@@ -380,6 +380,22 @@ fn serve_refuses_a_public_address_without_keys_and_hashes_keys() {
         "refused before touching the data directory"
     );
     let o = Command::new(env!("CARGO_BIN_EXE_submem"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--reports")
+        .arg(dir.path().join("no-such-run"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("no-such-run") && err.contains("not a directory"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "a bad --reports is refused before touching the data directory"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_submem"))
         .args(["serve", "--hash-key", "test"])
         .output()
         .unwrap();
