@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use submem_core::{Event, TokenCounter};
 use submem_kit::bm25::Bm25Index;
+use submem_kit::chunk::session_chunks;
 use submem_kit::text::{query_terms, StopWords};
 
 use crate::graph::{Entity, KnowledgeGraph, Relation, Touched};
@@ -90,29 +91,10 @@ pub fn plan_chunks(
     counter: &dyn TokenCounter,
     chunk_tokens: usize,
 ) -> Vec<Vec<usize>> {
-    let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut used = 0usize;
-    let mut session: Option<&str> = None;
-    for (i, e) in events.iter().enumerate() {
-        let cost = counter.count(&e.render()) + 1;
-        let this_session = match e {
-            Event::Turn(t) => Some(t.session_id.as_str()),
-            Event::Step(_) => None,
-        };
-        let new_session = !out.is_empty() && this_session != session;
-        match out.last_mut() {
-            Some(chunk) if !new_session && used + cost <= chunk_tokens => {
-                chunk.push(i);
-                used += cost;
-            }
-            _ => {
-                out.push(vec![i]);
-                used = cost;
-            }
-        }
-        session = this_session;
-    }
-    out
+    session_chunks(events, chunk_tokens, |_, e| counter.count(&e.render()) + 1)
+        .into_iter()
+        .map(Iterator::collect)
+        .collect()
 }
 
 impl NamespaceState {
