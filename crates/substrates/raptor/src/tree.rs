@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use submem_core::{Event, TokenCounter};
+use submem_kit::chunk::session_chunks;
 
 /// Node id within a namespace.
 pub type NodeId = u64;
@@ -332,30 +333,17 @@ pub fn pack_leaves(
     counter: &dyn TokenCounter,
     leaf_tokens: usize,
 ) -> Vec<Vec<LeafEvent>> {
-    let session = |e: &Event| match e {
-        Event::Turn(t) => Some(t.session_id.clone()),
-        Event::Step(_) => None,
-    };
-    let mut out: Vec<Vec<LeafEvent>> = Vec::new();
-    let mut open: Vec<LeafEvent> = Vec::new();
-    let mut open_tokens = 0usize;
-    let mut open_session: Option<Option<String>> = None;
-    for e in events {
-        let le = LeafEvent::from_event(e, counter);
-        let t = le.tokens as usize;
-        let s = session(e);
-        let fits = open_tokens + t <= leaf_tokens && open_session.as_ref() == Some(&s);
-        if !open.is_empty() && !fits {
-            out.push(std::mem::take(&mut open));
-            open_tokens = 0;
-        }
-        open_session = Some(s);
-        open_tokens += t;
-        open.push(le);
+    let mut leaves: Vec<LeafEvent> = events
+        .iter()
+        .map(|e| LeafEvent::from_event(e, counter))
+        .collect();
+    let chunks = session_chunks(events, leaf_tokens, |i, _| leaves[i].tokens as usize);
+    // The chunks cover `leaves` in order: hand them out from the back.
+    let mut out: Vec<Vec<LeafEvent>> = Vec::with_capacity(chunks.len());
+    for range in chunks.into_iter().rev() {
+        out.push(leaves.split_off(range.start));
     }
-    if !open.is_empty() {
-        out.push(open);
-    }
+    out.reverse();
     out
 }
 
