@@ -24,6 +24,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use submem_core::Event;
+use submem_kit::chunk;
 
 use crate::text::content_words;
 use crate::GistConfig;
@@ -206,13 +207,12 @@ pub(crate) struct Pagination {
 /// Groups `new` events after `newest` (the namespace's newest page, if any)
 /// following the module's rule.
 pub(crate) fn paginate(newest: Option<&[Entry]>, new: Vec<Entry>, cfg: &GistConfig) -> Pagination {
-    let mut runs: Vec<Vec<Entry>> = Vec::new();
-    for e in new {
-        match runs.last_mut() {
-            Some(run) if run.last().is_some_and(|l| l.session == e.session) => run.push(e),
-            _ => runs.push(vec![e]),
-        }
-    }
+    let cuts = chunk::runs(&new, None, |a, b| a.session == b.session, |_, _| 0);
+    let mut entries = new.into_iter();
+    let runs: Vec<Vec<Entry>> = cuts
+        .iter()
+        .map(|r| entries.by_ref().take(r.len()).collect())
+        .collect();
     // groups[0] is the newest stored page while `touched` says whether it changed.
     let mut groups: Vec<Vec<Entry>> = Vec::new();
     let mut has_old = false;
