@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Family, Result};
 
-use crate::{RecentError, RecentWindow, METHOD};
+use crate::{recent_window, RecentError, METHOD};
 
 /// Settings of `recent`.
 ///
@@ -44,7 +44,7 @@ pub fn recent_factory() -> SubstrateFactory {
         .llm(LlmUse::Never)
         .settings(RecentSettings::default())
         .build(|ctx, settings: RecentSettings| {
-            Ok(Arc::new(RecentWindow::new(
+            Ok(Arc::new(recent_window(
                 ctx.services.tokens.clone(),
                 settings,
             )?))

@@ -11,6 +11,8 @@
 //! a score the plain recency of the history explains. Unlike M10 (full
 //! context, `submem-kv`), which has no settings, it is the substrate to copy.
 //!
+//! The crate is one ranking rule, [`Recency`], on the kit's
+//! [`EventLog`](submem_kit::event_log::EventLog), which does the rest.
 //! **Write**: each event is validated ([`submem_kit::batch::check_new_sources`]:
 //! no empty or repeated source id, none already stored) and its rendered text
 //! counted once. **Read**: the newest events are taken until the allowance (or
@@ -18,8 +20,8 @@
 //! [`render_in_time_order`](submem_core::render_in_time_order), stopping at the
 //! first that does not fit so that what is shown is a contiguous, most recent
 //! run. **Persist**: one JSON state file and a manifest written last
-//! ([`submem_core::persist`]), so a torn or foreign directory is refused on
-//! restore and the live state is left as it was.
+//! ([`submem_kit::state::StateFile`]), so a torn or foreign directory is
+//! refused on restore and the live state is left as it was.
 //!
 //! ## Copying this crate
 //!
@@ -30,13 +32,18 @@
 //! | here | yours |
 //! |---|---|
 //! | folder `crates/substrates/recent`, package `submem-recent` (`Cargo.toml`) | `crates/substrates/<yours>`, `submem-<yours>` |
-//! | [`RecentWindow`] (`window.rs`) | your substrate type; its `info()` name `recent-window` |
+//! | [`Recency`] and [`RecentWindow`] = `EventLog<Recency>` (`window.rs`) | your ranking rule and substrate type; its `info()` name `recent-window` |
 //! | `METHOD` = `MethodId::from_static("RecentWindow")`, [`Family::BASELINE`](submem_core::Family::BASELINE) | your method id (letters, digits, `-`, `_`) and family ([`Family::new`](submem_core::Family::new) for a new one) |
 //! | `MANIFEST_NAME`, `STATE_FILE` (`window.rs`) | names of your persisted state; bump `FORMAT_VERSION` when its shape changes |
 //! | [`RecentSettings`] and [`factories`] (`factory.rs`): name `recent`, alias `window` | your settings struct and the names users type |
 //! | [`RecentError`] (`error.rs`) | your crate's one error enum |
 //!
-//! then replace the body of `write`/`read` with your own and keep the tests:
+//! then replace `Recency::rank` with your own rule (and `Extra`, for data to
+//! keep beside each event, such as its content words) and keep the tests. A
+//! memory that is not a log of events (an index, a graph, LLM-written notes)
+//! implements [`Substrate`](submem_core::Substrate) itself, as the families
+//! under `crates/substrates/` do, with the kit's `Spaces` for its
+//! per-namespace state.
 //! `cargo test -p submem-<yours>` runs the unit tests beside the code and the
 //! shared conformance suite (`tests/conformance.rs`).
 //!
@@ -45,10 +52,10 @@
 //! # async fn main() -> submem_core::Result<()> {
 //! use submem_core::test_utils::WhitespaceCounter;
 //! use submem_core::{Event, Namespace, Query, Substrate, Turn};
-//! use submem_recent::{RecentSettings, RecentWindow};
+//! use submem_recent::{recent_window, RecentSettings};
 //! use std::sync::Arc;
 //!
-//! let window = RecentWindow::new(Arc::new(WhitespaceCounter), RecentSettings { max_events: Some(2) })?;
+//! let window = recent_window(Arc::new(WhitespaceCounter), RecentSettings { max_events: Some(2) })?;
 //! let ns = Namespace::new("alice")?;
 //! let turn = |id: &str, text: &str| Event::Turn(Turn {
 //!     session_id: "s1".into(), session_date: None, speaker: "A".into(),
@@ -67,4 +74,4 @@ mod window;
 
 pub use error::RecentError;
 pub use factory::{factories, recent_factory, RecentSettings};
-pub use window::{RecentWindow, METHOD};
+pub use window::{recent_window, Recency, RecentWindow, METHOD};

@@ -1,158 +1,58 @@
 //! The recency window: every event kept as text, a read shows the newest
 //! ones that fit, in time order.
+//!
+//! The substrate is the kit's [`EventLog`] (write checks, forget, footprint,
+//! persistence and packing, written once for every event-log substrate)
+//! with [`Recency`] as its ranking rule: this file is the whole idea.
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
 use submem_core::plugin::SubstrateSettings as _;
-use submem_core::render::UNIT_SEPARATOR;
 use submem_core::{
-    render_in_time_order, Event, Family, Footprint, Forget, MethodId, Namespace, PackPolicy, Query,
-    RankedUnit, Recall, Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
+    Event, Family, MethodId, PackPolicy, Query, Result, SubstrateInfo, TokenCounter,
 };
-use submem_kit::batch::check_new_sources;
-use submem_kit::spaces::Spaces;
+use submem_kit::event_log::{EventLog, LogRanker, Logged};
 use submem_kit::state::StateFile;
 
-use crate::{RecentError, RecentSettings};
+use crate::RecentSettings;
 
 /// The method id of the recency window.
 pub const METHOD: MethodId = MethodId::from_static("RecentWindow");
-/// The short name [`Substrate::info`] reports.
+/// The short name [`Substrate::info`](submem_core::Substrate::info) reports.
 const NAME: &str = "recent-window";
 /// What the manifest of a persisted window says it holds.
 const MANIFEST_NAME: &str = "RecentWindow recent-window";
-/// The shape of [`STATE_FILE`]; bump it when [`Window`] changes.
+/// The shape of [`STATE_FILE`]; bump it when what is kept per event changes.
 const FORMAT_VERSION: u32 = 1;
 /// The one state file of a persisted window.
 const STATE_FILE: &str = "recent-window.json";
-/// The store as persisted: manifest name, format version, state file.
-const STATE: StateFile = StateFile::new(MANIFEST_NAME, FORMAT_VERSION, STATE_FILE);
 
-/// One stored event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Stored {
-    source_id: String,
-    /// [`Event::render`].
-    text: String,
-    /// Tokens of `text` by the window's counter.
-    tokens: u32,
-}
+/// The recency window: an event log per namespace ranked by [`Recency`]
+/// (build one with [`recent_window`]).
+pub type RecentWindow = EventLog<Recency>;
 
-impl Stored {
-    fn memory_bytes(&self) -> u64 {
-        (std::mem::size_of::<Self>() + 2 * self.source_id.len() + self.text.len()) as u64
-    }
-}
-
-/// One namespace's events, oldest first.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Window {
-    events: Vec<Stored>,
-    /// The source ids in `events` (rebuilt on restore).
-    #[serde(skip)]
-    ids: HashSet<String>,
-    /// Sum of `events`' tokens (rebuilt on restore).
-    #[serde(skip)]
-    tokens: u64,
-    /// Approximate bytes held (rebuilt on restore).
-    #[serde(skip)]
-    bytes: u64,
-}
-
-impl Window {
-    /// Rebuilds the derived fields after deserialisation, refusing what a
-    /// window never holds.
-    fn reindex(&mut self) -> std::result::Result<(), RecentError> {
-        self.ids.clear();
-        self.tokens = 0;
-        self.bytes = 0;
-        for e in &self.events {
-            if e.source_id.is_empty() || e.text.is_empty() {
-                return Err(RecentError::EmptyEvent(e.source_id.clone()));
-            }
-            if !self.ids.insert(e.source_id.clone()) {
-                return Err(RecentError::DuplicateSource(e.source_id.clone()));
-            }
-            self.tokens += u64::from(e.tokens);
-            self.bytes += e.memory_bytes();
-        }
-        Ok(())
-    }
-
-    fn append(&mut self, events: Vec<Stored>) {
-        for e in events {
-            self.ids.insert(e.source_id.clone());
-            self.tokens += u64::from(e.tokens);
-            self.bytes += e.memory_bytes();
-            self.events.push(e);
-        }
-    }
-
-    /// Removes the listed source ids; returns how many were stored.
-    fn forget(&mut self, source_ids: &[String]) -> usize {
-        let drop: HashSet<&str> = source_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| self.ids.contains(*id))
-            .collect();
-        if drop.is_empty() {
-            return 0;
-        }
-        self.events.retain(|e| !drop.contains(e.source_id.as_str()));
-        // Cannot fail: what is left was valid before.
-        let _ = self.reindex();
-        drop.len()
-    }
-
-    /// The newest events, newest first, up to `max_events`, until their
-    /// stored counts pass `allowance` (the first that passes it is included:
-    /// the packer stops there). Only these are copied out of the window.
-    fn newest(&self, allowance: usize, separator: usize, max_events: usize) -> Vec<RankedUnit> {
-        let mut used = 0usize;
-        let mut out = Vec::new();
-        let newest = self.events.len();
-        for (i, e) in self.events.iter().enumerate().rev().take(max_events) {
-            used += e.tokens as usize + if out.is_empty() { 0 } else { separator };
-            out.push(RankedUnit {
-                position: i as u64,
-                source_id: e.source_id.clone(),
-                text: e.text.clone(),
-                // Recency as relevance: 1 for the newest, 1/2 for the next...
-                score: 1.0 / (newest - i) as f32,
-            });
-            if used > allowance {
-                break;
-            }
-        }
-        out
-    }
-}
-
-/// The recency-window baseline (see the crate docs).
-#[derive(Debug)]
-pub struct RecentWindow {
+/// A recency window counting tokens with `counter` (the services'
+/// [`TokenCounter`], so recalls are counted as the reader counts them).
+/// Fails on settings [`RecentSettings::validate`](submem_core::plugin::SubstrateSettings::validate) refuses.
+pub fn recent_window(
     counter: Arc<dyn TokenCounter>,
     settings: RecentSettings,
-    /// Each namespace's window; its locks survive poisoning (every change
-    /// is made whole after its checks, see [`submem_kit::spaces`]).
-    windows: Spaces<Window>,
+) -> Result<RecentWindow> {
+    Ok(EventLog::new(Recency::new(settings)?, counter))
 }
 
-impl RecentWindow {
-    /// An empty window counting tokens with `counter` (the services'
-    /// [`TokenCounter`], so recalls are counted as the reader counts them).
-    /// Fails on settings [`RecentSettings::validate`] refuses.
-    pub fn new(counter: Arc<dyn TokenCounter>, settings: RecentSettings) -> Result<Self> {
+/// Recency as relevance: the newest event first (score 1, then 1/2, 1/3...),
+/// at most `max_events` of them; the question is not used.
+#[derive(Debug, Clone)]
+pub struct Recency {
+    settings: RecentSettings,
+}
+
+impl Recency {
+    /// The rule with `settings`, once they are valid.
+    pub fn new(settings: RecentSettings) -> Result<Self> {
         settings.validate()?;
-        Ok(RecentWindow {
-            counter,
-            settings,
-            windows: Spaces::new(),
-        })
+        Ok(Recency { settings })
     }
 
     /// The settings in use.
@@ -161,8 +61,9 @@ impl RecentWindow {
     }
 }
 
-#[async_trait]
-impl Substrate for RecentWindow {
+impl LogRanker for Recency {
+    type Extra = ();
+
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo {
             method: METHOD,
@@ -173,86 +74,39 @@ impl Substrate for RecentWindow {
         }
     }
 
-    #[tracing::instrument(name = "recent.write", skip_all, fields(ns = %namespace, events = events.len()))]
-    async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
-        if events.is_empty() {
-            return Ok(WriteReport::default());
-        }
-        // Count outside the lock: it is the expensive part.
-        let stored: Vec<Stored> = events
-            .iter()
-            .map(|e| {
-                let text = e.render();
-                let tokens = u32::try_from(self.counter.count(&text)).unwrap_or(u32::MAX);
-                Stored {
-                    source_id: e.source_id().to_string(),
-                    text,
-                    tokens,
-                }
-            })
-            .collect();
-        let mut windows = self.windows.write();
-        let existing = windows.get(namespace);
-        check_new_sources(events, |id| existing.is_some_and(|w| w.ids.contains(id)))?;
-        windows.entry(namespace.clone()).or_default().append(stored);
-        Ok(WriteReport {
-            events: events.len(),
-            units: events.len(),
-        })
+    fn state_file(&self) -> StateFile {
+        StateFile::new(MANIFEST_NAME, FORMAT_VERSION, STATE_FILE)
     }
 
-    #[tracing::instrument(name = "recent.read", skip_all, fields(ns = %query.namespace, budget = query.budget))]
-    async fn read(&self, query: &Query) -> Result<Recall> {
-        query.validate()?;
+    fn extra(&self, _event: &Event) {}
+
+    /// The newest events until their counts pass the allowance (the one
+    /// that passes it included: the log stops packing there), so a read of
+    /// a long history looks at no more events than it can show.
+    fn rank(&self, events: &[Logged<()>], query: &Query) -> Vec<(usize, f32)> {
         let allowance = query.allowance();
-        let separator = self.counter.count(UNIT_SEPARATOR);
-        let max_events = self.settings.max_events.unwrap_or(usize::MAX);
-        let ranked = match self.windows.read().get(&query.namespace) {
-            Some(w) => w.newest(allowance, separator, max_events),
-            None => return Ok(Recall::empty()),
-        };
-        Ok(render_in_time_order(
-            &ranked,
-            self.counter.as_ref(),
-            allowance,
-            PackPolicy::StopAtFirstUnfit,
-        ))
+        let newest = events.len();
+        let mut used = 0usize;
+        let mut ranked = Vec::new();
+        for (i, e) in events
+            .iter()
+            .enumerate()
+            .rev()
+            .take(self.settings.max_events.unwrap_or(usize::MAX))
+        {
+            ranked.push((i, 1.0 / (newest - i) as f32));
+            used += e.tokens as usize;
+            if used > allowance {
+                break;
+            }
+        }
+        ranked
     }
 
-    fn footprint(&self) -> Footprint {
-        self.windows.footprint(|_, w| Footprint {
-            memory_bytes: w.bytes,
-            disk_bytes: 0,
-            stored_tokens: w.tokens,
-            input_tokens: w.tokens,
-        })
-    }
-
-    #[tracing::instrument(name = "recent.persist", skip_all, fields(dir = %dir.display()))]
-    async fn persist(&self, dir: &Path) -> Result<()> {
-        self.windows.save(&STATE, dir, None)
-    }
-
-    #[tracing::instrument(name = "recent.restore", skip_all, fields(dir = %dir.display()))]
-    async fn restore(&self, dir: &Path) -> Result<()> {
-        // Everything is read and checked before the live state is replaced,
-        // so a refused directory leaves the memory as it was.
-        self.windows
-            .restore(&STATE, dir, None, |_, w: &mut Window| w.reindex())
-    }
-
-    #[tracing::instrument(name = "recent.forget", skip_all, fields(ns = %target.namespace()))]
-    async fn forget(&self, target: &Forget) -> Result<usize> {
-        let mut windows = self.windows.write();
-        Ok(match target {
-            Forget::Namespace(ns) => windows.remove(ns).map_or(0, |w| w.events.len()),
-            Forget::Sources {
-                namespace,
-                source_ids,
-            } => windows
-                .get_mut(namespace)
-                .map_or(0, |w| w.forget(source_ids)),
-        })
+    /// A window is a contiguous, most recent run: it ends at the first
+    /// event that does not fit.
+    fn packing(&self) -> PackPolicy {
+        PackPolicy::StopAtFirstUnfit
     }
 }
 
@@ -262,7 +116,7 @@ mod tests {
     use super::*;
     use submem_core::persist::MANIFEST_FILE;
     use submem_core::test_utils::WhitespaceCounter;
-    use submem_core::{Error, Turn};
+    use submem_core::{Error, Footprint, Forget, Namespace, Recall, Substrate, Turn, WriteReport};
 
     fn turn(i: usize) -> Event {
         Event::Turn(Turn {
@@ -276,8 +130,7 @@ mod tests {
 
     /// A window of `n` turns `t0..t{n-1}` of 4 words each ("A: wordI w w").
     async fn window(n: usize, max_events: Option<usize>) -> (RecentWindow, Namespace) {
-        let w =
-            RecentWindow::new(Arc::new(WhitespaceCounter), RecentSettings { max_events }).unwrap();
+        let w = recent_window(Arc::new(WhitespaceCounter), RecentSettings { max_events }).unwrap();
         let ns = Namespace::new("n").unwrap();
         w.write(&ns, &(0..n).map(turn).collect::<Vec<_>>())
             .await
@@ -318,7 +171,7 @@ mod tests {
         let r = capped.read(&q).await.unwrap();
         assert_eq!(shown(&r), vec!["t29", "t28", "t27", "t26", "t25"]);
         assert_eq!(r.tokens, 20);
-        assert!(RecentWindow::new(
+        assert!(recent_window(
             Arc::new(WhitespaceCounter),
             RecentSettings {
                 max_events: Some(0)
@@ -405,8 +258,7 @@ mod tests {
         assert!(w.footprint().disk_bytes > 0);
 
         let q = Query::question(ns.clone(), "q", 4096);
-        let fresh =
-            RecentWindow::new(Arc::new(WhitespaceCounter), RecentSettings::default()).unwrap();
+        let fresh = recent_window(Arc::new(WhitespaceCounter), RecentSettings::default()).unwrap();
         fresh.restore(&store).await.unwrap();
         assert_eq!(fresh.footprint().stored_tokens, 48);
         assert_eq!(fresh.read(&q).await.unwrap().sources.len(), 12);

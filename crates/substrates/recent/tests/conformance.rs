@@ -6,7 +6,7 @@
 use submem_core::test_utils::test_services;
 use submem_core::testing::{factory_conformance, run_conformance, ConformanceOptions};
 use submem_core::Substrate;
-use submem_recent::{recent_factory, RecentSettings, RecentWindow};
+use submem_recent::{recent_factory, recent_window, RecentSettings};
 
 #[tokio::test]
 async fn passes_conformance() {
@@ -14,7 +14,7 @@ async fn passes_conformance() {
     let tokens = services.tokens.clone();
     run_conformance(
         move || -> Box<dyn Substrate> {
-            Box::new(RecentWindow::new(services.tokens.clone(), RecentSettings::default()).unwrap())
+            Box::new(recent_window(services.tokens.clone(), RecentSettings::default()).unwrap())
         },
         tokens,
         ConformanceOptions::default(),
