@@ -28,6 +28,7 @@ use submem_core::{
     Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::chunk;
 use submem_kit::spaces::Spaces;
 
 use crate::config::{LoraConfig, ADAPTER_NOTE};
@@ -173,22 +174,18 @@ impl LoraMemory {
         )
     }
 
+    /// Consecutive events of about `chunk_tokens`, across sessions (the
+    /// kit's chunker with every event in one session).
     fn chunks<'a>(&self, events: &'a [Event]) -> Vec<&'a [Event]> {
-        let mut out = Vec::new();
-        let (mut start, mut used) = (0, 0);
-        for (i, e) in events.iter().enumerate() {
-            let cost = self.services.tokens.count(&e.render());
-            if i > start && used + cost > self.config.chunk_tokens {
-                out.push(&events[start..i]);
-                start = i;
-                used = 0;
-            }
-            used += cost;
-        }
-        if start < events.len() {
-            out.push(&events[start..]);
-        }
-        out
+        chunk::runs(
+            events,
+            Some(self.config.chunk_tokens),
+            |_, _| true,
+            |_, e| self.services.tokens.count(&e.render()),
+        )
+        .into_iter()
+        .map(|r| &events[r])
+        .collect()
     }
 
     fn recall_text(&self, space: &Space) -> String {
