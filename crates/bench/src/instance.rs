@@ -274,29 +274,22 @@ pub(crate) fn kept_memory_dir(out: &Path, substrate: &str, conversation: &str) -
 }
 
 /// Persists `sub` into `dir`, replacing what was there only once the new
-/// copy is complete: it is written beside `dir` and renamed into place, so
-/// a crash leaves either the old copy or none, never a torn one.
+/// copy is complete ([`submem_kit::dir::Staged`]): a crash leaves the old
+/// copy or the new one, never a torn one.
 pub(crate) async fn keep_memory(
     sub: &MeteredSubstrate<Arc<dyn Substrate>>,
     dir: &Path,
 ) -> Result<()> {
-    let partial = dir.with_extension("partial");
-    if partial.exists() {
-        std::fs::remove_dir_all(&partial).map_err(|e| BenchError::io(&partial, e))?;
-    }
-    std::fs::create_dir_all(&partial).map_err(|e| BenchError::io(&partial, e))?;
     let t = Instant::now();
-    sub.persist(&partial)
+    let staged = submem_kit::dir::Staged::new(dir)?;
+    sub.persist(staged.path())
         .await
         .map_err(|e| BenchError::Substrate {
             substrate: sub.info().name,
             conversation: dir.display().to_string(),
             source: e,
         })?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
-    }
-    std::fs::rename(&partial, dir).map_err(|e| BenchError::io(dir, e))?;
+    staged.commit()?;
     tracing::info!(dir = %dir.display(), seconds = t.elapsed().as_secs_f64(), "memory kept");
     Ok(())
 }

@@ -20,9 +20,10 @@
 //! | [`chunk`] | cutting a history into consecutive chunks at session changes and under a token cap ([`chunk::session_chunks`], [`chunk::runs`]) |
 //! | [`event_log`] | a whole substrate from a ranking rule: an event log per namespace with writes' checks, forget, footprint and persistence ([`event_log::EventLog`], [`event_log::LogRanker`]) |
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
+//! | [`dir`] | replacing a saved directory whole: written beside its target, swapped in once complete ([`dir::Staged`]) |
 //!
 //! Dependencies stay as light as the contract's: `submem-core`, serde,
-//! serde_json, schemars and rustc-hash.
+//! serde_json, schemars, rustc-hash and tempfile.
 //!
 //! ```
 //! use submem_kit::json_repair::{parse_lenient_object, value_text};
@@ -40,6 +41,7 @@ pub mod batch;
 pub mod bm25;
 pub mod chunk;
 pub mod count;
+pub mod dir;
 pub mod event_log;
 pub mod fit;
 pub mod json_repair;

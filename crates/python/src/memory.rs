@@ -172,7 +172,7 @@ impl Memory {
         let manifest_path = path.join(MANIFEST);
         let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
             // A crash between save's two renames leaves the previous save aside.
-            let aside = aside_path(&path);
+            let aside = submem_kit::dir::aside_path(&path);
             let hint = if aside.join(MANIFEST).exists() {
                 format!("; the previous save is at {}", aside.display())
             } else {
@@ -338,15 +338,6 @@ impl Memory {
     }
 }
 
-/// Where a save moves the previous one while it swaps the new one in.
-fn aside_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "memory".into());
-    path.with_file_name(format!(".submem-old-{name}"))
-}
-
 /// Persists into a fresh sibling directory, then swaps it in, so a crash
 /// mid-save leaves the previous save whole (at worst moved aside, which
 /// `load` then names).
@@ -354,38 +345,21 @@ async fn save_to(substrate: &Metered, manifest: &Manifest, path: &Path) -> PyRes
     let io = |what: &str, p: &Path, e: std::io::Error| {
         StoreError::new_err(format!("cannot {what} {}: {e}", p.display()))
     };
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).map_err(|e| io("create", &parent, e))?;
     if path.exists() && !path.join(MANIFEST).exists() {
         return Err(StoreError::new_err(format!(
             "{} exists and is not a saved memory; not overwriting it",
             path.display()
         )));
     }
-    let staging = tempfile::Builder::new()
-        .prefix(".submem-save-")
-        .tempdir_in(&parent)
-        .map_err(|e| io("create a staging directory in", &parent, e))?;
+    let staged = submem_kit::dir::Staged::new(path).map_err(core_err)?;
     substrate
-        .persist(&staging.path().join("state"))
+        .persist(&staged.path().join("state"))
         .await
         .map_err(core_err)?;
     let text =
         serde_json::to_string_pretty(manifest).map_err(|e| crate::Error::new_err(e.to_string()))?;
-    let manifest_path = staging.path().join(MANIFEST);
+    let manifest_path = staged.path().join(MANIFEST);
     std::fs::write(&manifest_path, text).map_err(|e| io("write", &manifest_path, e))?;
-    let staged = staging.keep();
-    if path.exists() {
-        let old = aside_path(path);
-        let _ = std::fs::remove_dir_all(&old);
-        std::fs::rename(path, &old).map_err(|e| io("move aside", path, e))?;
-        std::fs::rename(&staged, path).map_err(|e| io("move into place", path, e))?;
-        let _ = std::fs::remove_dir_all(&old);
-    } else {
-        std::fs::rename(&staged, path).map_err(|e| io("move into place", path, e))?;
-    }
+    staged.commit().map_err(core_err)?;
     Ok(())
 }
