@@ -54,6 +54,13 @@ pub struct NamespaceMeta {
     pub substrate: String,
     /// Creation time, Unix seconds.
     pub created_unix: u64,
+    /// When the namespace's log last changed (a write, a forget or the
+    /// rewrite after one), Unix seconds, as the store reports it when the
+    /// namespace is listed; `None` before any record (or for records a
+    /// PostgreSQL store appended before it kept the time). Never stored
+    /// with the metadata itself.
+    #[serde(default, skip_serializing)]
+    pub last_write_unix: Option<u64>,
 }
 
 /// The outcome of a submitted change.

@@ -62,6 +62,7 @@ fn components() -> Value {
             "Namespace": {"type": "object", "required": ["name", "substrate", "background", "created_unix", "resident"], "properties": {
                 "name": {"type": "string"}, "substrate": {"type": "string"}, "background": {"type": "boolean"},
                 "created_unix": {"type": "integer"},
+                "last_write_unix": {"type": "integer", "description": "when the log last changed (a write, a forget); absent before any"},
                 "resident": {"type": "boolean", "description": "open on the node that answered; the counters below are present only then"},
                 "events": {"type": "integer"}, "log_bytes": {"type": "integer"},
                 "applied_offset": {"type": "integer"}, "snapshot_offset": {"type": "integer"}}},

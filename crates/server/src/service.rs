@@ -57,6 +57,10 @@ pub struct NamespaceInfo {
     pub background: bool,
     /// Creation time, Unix seconds.
     pub created_unix: u64,
+    /// When its log last changed (a write, a forget), Unix seconds, as the
+    /// store tells without opening it; absent before any write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_write_unix: Option<u64>,
     /// Whether the namespace is open on the node that answered. The fields
     /// below are its live counters, present only then (listing and metadata
     /// never open a namespace).
@@ -145,6 +149,7 @@ pub async fn info_of(
         substrate: meta.substrate.clone(),
         background: state.store.background(meta),
         created_unix: meta.created_unix,
+        last_write_unix: meta.last_write_unix,
         resident: false,
         events: None,
         log_bytes: None,

@@ -465,6 +465,7 @@ impl Store {
             name: name.to_string(),
             substrate: spec.to_string(),
             created_unix: now(),
+            last_write_unix: None,
         };
         self.backend.create(&meta).await?;
         tracing::info!(namespace = name, substrate = %spec, "namespace created");

@@ -127,6 +127,11 @@ async fn forget_scenario(dir: &Path, mut config: ServerConfig, storage: Storage)
         )
         .await;
         assert_eq!(st, 201, "{substrate}: {body}");
+        let (_, info) = call(&s, "GET", &format!("/v1/namespaces/{ns}"), None, None).await;
+        assert!(
+            info.get("last_write_unix").is_none(),
+            "nothing written yet: {info}"
+        );
         for batch in 0..3 {
             let mut events = vec![
                 turn(
@@ -151,6 +156,20 @@ async fn forget_scenario(dir: &Path, mut config: ServerConfig, storage: Storage)
         assert!(
             !storage.holding(false).await.is_empty(),
             "the secret is on disk before the forget"
+        );
+        // The store tells when the log last changed, without opening it.
+        let (_, listed) = call(&s, "GET", "/v1/namespaces", None, None).await;
+        let row = listed["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == ns.as_str())
+            .cloned()
+            .unwrap();
+        let last = row["last_write_unix"].as_u64().expect("a write time");
+        assert!(
+            last >= row["created_unix"].as_u64().unwrap(),
+            "{substrate}: {row}"
         );
         let (st, body) = call(
             &s,

@@ -53,6 +53,7 @@ async function refresh() {
       cell(tr, ns.events);
       cell(tr, ns.log_bytes);
       cell(tr, ns.created_unix ? new Date(ns.created_unix * 1000).toISOString().slice(0, 19) : null);
+      cell(tr, ns.last_write_unix ? new Date(ns.last_write_unix * 1000).toISOString().slice(0, 19) : null);
       const td = document.createElement("td");
       const b = document.createElement("button");
       b.type = "button";

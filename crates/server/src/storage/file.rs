@@ -39,12 +39,25 @@ fn now_nanos() -> u128 {
         .unwrap_or(0)
 }
 
+/// A namespace's log file, under its directory.
+const LOG_FILE: &str = "events.log";
+
+/// The namespace's metadata, with the time its log last changed (the log
+/// file's modification time: appends and rewrites both set it).
 fn read_meta(dir: &Path) -> Result<NamespaceMeta> {
     let path = dir.join("meta.json");
-    submem_core::persist::read_json(&path).map_err(|e| ServerError::Storage {
-        path,
-        message: e.to_string(),
-    })
+    let mut meta: NamespaceMeta =
+        submem_core::persist::read_json(&path).map_err(|e| ServerError::Storage {
+            path,
+            message: e.to_string(),
+        })?;
+    meta.last_write_unix = std::fs::metadata(dir.join(LOG_FILE))
+        .ok()
+        .filter(|m| m.len() > 0)
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    Ok(meta)
 }
 
 impl FileBackend {
@@ -212,7 +225,7 @@ impl Backend for FileBackend {
 
     async fn open(&self, meta: &NamespaceMeta) -> Result<OpenOutcome> {
         let dir = self.dir_of(&meta.name);
-        let log_path = dir.join("events.log");
+        let log_path = dir.join(LOG_FILE);
         let (log, dir) = blocking(&dir.clone(), move || {
             snapshot::remove_stale_tmp(&dir);
             Ok((FileLog::open(&log_path)?, dir))

@@ -13,7 +13,13 @@ use crate::Result;
 
 /// `(version, sql)`, in order. A released file is never edited: a change is
 /// a new file.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/0001_init.sql"))];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../../migrations/0001_init.sql")),
+    (
+        2,
+        include_str!("../../../migrations/0002_appended_unix.sql"),
+    ),
+];
 
 /// The advisory lock key of migrations (`"submem migrate"`, hashed by hand).
 const MIGRATE_LOCK: i64 = 0x5375_626d_6d69_6772;

@@ -201,6 +201,9 @@ impl PgBackend {
             name: row.get(0),
             substrate: row.get(1),
             created_unix: u64::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+            last_write_unix: row
+                .get::<_, Option<i64>>(3)
+                .and_then(|t| u64::try_from(t).ok()),
         }
     }
 }
@@ -222,7 +225,8 @@ impl Backend for PgBackend {
         let c = self.client().await?;
         let rows = c
             .query(
-                "SELECT name, substrate, created_unix FROM submem_namespaces ORDER BY name",
+                "SELECT name, substrate, created_unix, (SELECT e.appended_unix FROM submem_events e WHERE e.namespace_id = submem_namespaces.id ORDER BY e.seq DESC LIMIT 1) \
+                 FROM submem_namespaces ORDER BY name",
                 &[],
             )
             .await
@@ -234,7 +238,8 @@ impl Backend for PgBackend {
         let c = self.client().await?;
         let row = c
             .query_opt(
-                "SELECT name, substrate, created_unix FROM submem_namespaces WHERE name = $1",
+                "SELECT name, substrate, created_unix, (SELECT e.appended_unix FROM submem_events e WHERE e.namespace_id = submem_namespaces.id ORDER BY e.seq DESC LIMIT 1) \
+                 FROM submem_namespaces WHERE name = $1",
                 &[&name],
             )
             .await
