@@ -260,11 +260,20 @@ impl Inner {
     }
 
     fn replay_blocking(&self, from: u64) -> Result<Vec<(u64, LogRecord)>> {
-        let end = self.end.load(Ordering::SeqCst);
-        if from >= end {
-            return Ok(Vec::new());
-        }
-        let mut f = File::open(&self.path).map_err(|e| ServerError::io(&self.path, e))?;
+        // The end and the file are taken together under the writer's lock: a
+        // rewrite renames a shorter log over the path and then lowers the
+        // end, so an end read before it with a file opened after it would
+        // ask for bytes the new file does not have. The open file keeps
+        // what it was opened on; appends after the lock only grow it.
+        let (mut f, end) = {
+            let _writer = self.file.lock().unwrap_or_else(|e| e.into_inner());
+            let end = self.end.load(Ordering::SeqCst);
+            if from >= end {
+                return Ok(Vec::new());
+            }
+            let f = File::open(&self.path).map_err(|e| ServerError::io(&self.path, e))?;
+            (f, end)
+        };
         f.seek(SeekFrom::Start(from))
             .map_err(|e| ServerError::io(&self.path, e))?;
         let mut bytes = vec![0u8; (end - from) as usize];
@@ -342,6 +351,36 @@ mod tests {
                 source_id: id.into(),
             })],
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replays_concurrent_with_rewrites_read_one_whole_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::sync::Arc::new(FileLog::open(&dir.path().join("events.log")).unwrap());
+        let long: Vec<LogRecord> = (0..40).map(|i| write(&format!("long{i}"))).collect();
+        let short = vec![write("short")];
+        log.rewrite(&long).await.unwrap();
+        let rewriter = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for i in 0..300 {
+                    let records = if i % 2 == 0 { &short } else { &long };
+                    log.rewrite(records).await.unwrap();
+                }
+            })
+        };
+        let mut replays = 0;
+        while !rewriter.is_finished() {
+            let records = log.replay(0).await.unwrap();
+            assert!(
+                records.len() == 1 || records.len() == 40,
+                "{}",
+                records.len()
+            );
+            replays += 1;
+        }
+        rewriter.await.unwrap();
+        assert!(replays > 0);
     }
 
     #[tokio::test]
