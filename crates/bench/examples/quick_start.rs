@@ -6,7 +6,8 @@
 
 use submem::flat::{SparseConfig, SparseMemory};
 use submem::registry::{Registry, SubstrateSpec};
-use submem_core::{Event, MeteredSubstrate, Namespace, Query, Substrate, Turn};
+use submem::MeteredSubstrate;
+use submem_core::{Event, Namespace, Query, Substrate, Turn};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use indicatif::ProgressBar;
+use submem::{Meter, MeteredSubstrate};
 use submem_core::{
-    ChatRequest, Completion, Event, Llm, Meter, MeteredSubstrate, Namespace, ServiceError,
-    Services, Substrate, TokenCounter,
+    ChatRequest, Completion, Event, Llm, Namespace, ServiceError, Services, Substrate, TokenCounter,
 };
 
 use crate::context::{lock, Ctx};
@@ -274,14 +274,14 @@ pub(crate) fn kept_memory_dir(out: &Path, substrate: &str, conversation: &str) -
 }
 
 /// Persists `sub` into `dir`, replacing what was there only once the new
-/// copy is complete ([`submem_kit::dir::Staged`]): a crash leaves the old
+/// copy is complete ([`submem::kit::dir::Staged`]): a crash leaves the old
 /// copy or the new one, never a torn one.
 pub(crate) async fn keep_memory(
     sub: &MeteredSubstrate<Arc<dyn Substrate>>,
     dir: &Path,
 ) -> Result<()> {
     let t = Instant::now();
-    let staged = submem_kit::dir::Staged::new(dir)?;
+    let staged = submem::kit::dir::Staged::new(dir)?;
     sub.persist(staged.path())
         .await
         .map_err(|e| BenchError::Substrate {

@@ -15,7 +15,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use submem_core::{Diagnostics, PhaseStats};
+use submem::PhaseStats;
+use submem_core::Diagnostics;
 
 use crate::dataset::QuestionKind;
 use crate::metrics::{CoverageCounts, EvidenceFates};

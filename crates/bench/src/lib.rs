@@ -14,7 +14,7 @@
 //!   [`runner::run`] adds the packing baselines
 //!   ([`submem::baselines::with_packing_baselines`]) unless told not to;
 //! - [`runner`]: per substrate × conversation a fresh instance metered by its
-//!   own [`submem_core::Meter`]; write in session batches, manage, then read
+//!   own [`submem::Meter`]; write in session batches, manage, then read
 //!   every (question, budget, k) — one write per budget/k sweep; the recall
 //!   goes into one shared reader prompt ([`reader`]) whose fixed part sets
 //!   [`submem_core::Query::allowance`]; answers are judged with the Mem0 or

@@ -1,6 +1,6 @@
 //! The run loop. For every substrate × conversation (up to `jobs` at a time):
 //! build a fresh instance whose services report to a fresh
-//! [`Meter`](submem_core::Meter), write the history in session-sized
+//! [`Meter`](submem::Meter), write the history in session-sized
 //! batches, call `manage` once, then read every
 //! pending (question, budget, k) — the write is shared by the whole budget/k
 //! sweep. Each recall goes into the shared reader prompt ([`crate::reader`]);

@@ -51,7 +51,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-use submem_core::{Diagnostics, LatencyStats};
+use submem::LatencyStats;
+use submem_core::Diagnostics;
 
 use crate::items::{ItemRecord, WriteRecord};
 use crate::metrics::EvidenceFates;
@@ -452,7 +453,7 @@ mod tests {
     use crate::dataset::QuestionKind;
     use crate::items::{ItemKey, ResolutionCounts};
     use crate::metrics::CoverageCounts;
-    use submem_core::PhaseStats;
+    use submem::PhaseStats;
 
     fn item(q: &str, recall: Option<f64>, judge: Option<bool>, read: f64) -> ItemRecord {
         ItemRecord {

@@ -16,9 +16,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use submem::LatencyStats;
 use submem_bench::compare::{compare_on, Comparison, Scorer};
 use submem_bench::items::{read_jsonl, ItemRecord};
-use submem_core::LatencyStats;
 use submem_router::{HoldoutSplit, PolicyFile, QualityMetric};
 
 use crate::route_cmd::parse_metric;

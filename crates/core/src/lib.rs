@@ -12,12 +12,12 @@
 //! - [`services`]: the [`Llm`], [`Embedder`] and [`TokenCounter`] traits;
 //! - [`prefix`]: the optional prefix-caching capability of an [`Llm`] (a KV
 //!   cache prefilled once and reused, for M11);
-//! - [`meter`]: wrappers that count every call, token and second per phase;
-//! - [`render`]: packing ranked units under a budget, shown in time order;
-//! - [`persist`]: manifests and atomic writes for persisted state;
 //! - [`plugin`]: [`plugin::SubstrateFactory`], how a substrate names itself,
 //!   documents its settings and is built from them by any registry;
 //! - [`trace`]: what a read did with given events, for loss analyses.
+//!
+//! Metering, rendering under a budget and state files are not the contract:
+//! they live in `submem-kit` (`meter`, `render`, `persist`).
 //!
 //! The crate is deliberately light (serde, schemars, thiserror, async-trait, tracing):
 //! model runtimes and indexes live in `submem-models` and the substrate crates.
@@ -33,12 +33,9 @@
 
 mod error;
 pub mod history;
-pub mod meter;
-pub mod persist;
 pub mod plugin;
 pub mod prefix;
 pub mod query;
-pub mod render;
 pub mod services;
 pub mod substrate;
 pub mod trace;
@@ -50,13 +47,8 @@ pub mod testing;
 
 pub use error::{BoxError, Error, Result, ServiceError};
 pub use history::{Event, History, Namespace, Step, Turn};
-pub use meter::{
-    LatencyStats, Meter, MeterSnapshot, MeteredEmbedder, MeteredLlm, MeteredSubstrate, Phase,
-    PhaseStats,
-};
 pub use prefix::{PrefilledLlm, PrefixCaching, PrefixReuse};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
-pub use render::{render_in_time_order, PackPolicy, RankedUnit};
 pub use services::{
     cosine, l2_normalize, ChatMessage, ChatRequest, Completion, Embedder, Llm, Role, Services,
     TokenCounter, Usage,

@@ -346,35 +346,6 @@ mod tests {
         assert_eq!(llm.requests().len(), 3);
     }
 
-    #[tokio::test]
-    async fn caching_llm_counts_hits_and_meters_prefills() {
-        let llm = CachingLlm::from_fn(|_| Ok("ok".into()));
-        let meter = crate::Meter::new();
-        let metered = crate::MeteredLlm::new(Arc::new(llm.clone()), meter.clone());
-        meter.set_phase(crate::Phase::Manage);
-        let head = vec![ChatMessage::system("S"), ChatMessage::user("Memory: a b")];
-        let cache = metered
-            .prefix_caching()
-            .unwrap()
-            .prefill(&head)
-            .await
-            .unwrap();
-        assert_eq!(llm.prefills(), 1);
-        let manage = meter.snapshot().manage;
-        assert_eq!(manage.llm_calls, 1);
-        assert_eq!(manage.input_tokens, cache.prefix_tokens() as u64);
-        let reader = cache.clone().into_llm();
-        let hit = ChatRequest::new(vec![
-            ChatMessage::system("S"),
-            ChatMessage::user("Memory: a b\n\nQuestion: q"),
-        ]);
-        let miss = ChatRequest::new(vec![ChatMessage::user("other")]);
-        assert_eq!(reader.complete(&hit).await.unwrap().text, "ok");
-        reader.complete(&miss).await.unwrap();
-        assert_eq!(cache.reuse(), PrefixReuse { hits: 1, misses: 1 });
-        assert!(ScriptedLlm::new(vec![]).prefix_caching().is_none());
-    }
-
     #[test]
     fn hashing_embedder_is_similarity_preserving() {
         let e = HashingEmbedder::new(256);

@@ -70,10 +70,11 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use submem_core::render::UNIT_SEPARATOR;
+use crate::render::UNIT_SEPARATOR;
+use crate::{render_in_time_order, PackPolicy, RankedUnit};
 use submem_core::{
-    render_in_time_order, Event, Footprint, Forget, PackPolicy, Query, RankedUnit, Recall, Result,
-    Substrate, SubstrateInfo, TokenCounter, WriteReport,
+    Event, Footprint, Forget, Query, Recall, Result, Substrate, SubstrateInfo, TokenCounter,
+    WriteReport,
 };
 
 use crate::batch::check_new_sources;

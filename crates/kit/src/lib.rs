@@ -21,6 +21,9 @@
 //! | [`event_log`] | a whole substrate from a ranking rule: an event log per namespace with writes' checks, forget, footprint and persistence ([`event_log::EventLog`], [`event_log::LogRanker`]) |
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
 //! | [`dir`] | replacing a saved directory whole: written beside its target, swapped in once complete ([`dir::Staged`]) |
+//! | [`persist`] | manifests, atomic writes and per-namespace state files for persisted memory ([`persist::save_states`], [`persist::load_states`]) |
+//! | [`render`] | packing ranked units under a budget, shown in time order ([`render_in_time_order`], [`PackPolicy`]) |
+//! | [`meter`] | wrappers that count every LLM call, token, embedding call and second per phase ([`Meter`], [`MeteredSubstrate`]) |
 //!
 //! Dependencies stay as light as the contract's: `submem-core`, serde,
 //! serde_json, schemars, rustc-hash and tempfile.
@@ -45,9 +48,18 @@ pub mod dir;
 pub mod event_log;
 pub mod fit;
 pub mod json_repair;
+pub mod meter;
 pub mod pack;
+pub mod persist;
 pub mod pieces;
 pub mod record;
+pub mod render;
 pub mod spaces;
 pub mod state;
 pub mod text;
+
+pub use meter::{
+    LatencyStats, Meter, MeterSnapshot, MeteredEmbedder, MeteredLlm, MeteredSubstrate, Phase,
+    PhaseStats,
+};
+pub use render::{render_in_time_order, PackPolicy, RankedUnit};

@@ -5,13 +5,14 @@
 //! A substrate that counts each unit once at write time decides what fits
 //! without counting again at read time; [`fill_and_render`] then counts
 //! only the joined text it shows (through
-//! [`render_in_time_order`](submem_core::render_in_time_order)), so the
+//! [`render_in_time_order`](crate::render_in_time_order)), so the
 //! recall's token count stays exact. The flat packing baselines (`m2-fill`,
 //! `m1-fill`, `hybrid-fill`) read this way, and so can any plugin that
 //! ranks units.
 //!
 //! ```
-//! use submem_core::{Namespace, Query, RankedUnit};
+//! use submem_core::{Namespace, Query};
+//! use submem_kit::RankedUnit;
 //! use submem_core::test_utils::WhitespaceCounter;
 //! use submem_kit::pack::fill_and_render;
 //!
@@ -29,10 +30,8 @@
 //! # Ok::<(), submem_core::Error>(())
 //! ```
 
-use submem_core::{
-    render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, Query, RankedUnit, Recall,
-    TokenCounter,
-};
+use crate::{render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, RankedUnit};
+use submem_core::{Query, Recall, TokenCounter};
 
 /// Keeps, in rank order, the units whose cached token counts (plus the
 /// separator's tokens before every unit but the first) fit `allowance`; the

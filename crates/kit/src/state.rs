@@ -6,7 +6,7 @@
 //! writes it after the lock is released; [`StateFile::load`] reads, checks and
 //! validates the file before anything live is touched, and
 //! [`StateFile::restore`] then swaps it in. The bytes on disk are exactly
-//! those of [`submem_core::persist::save_states`].
+//! those of [`crate::persist::save_states`].
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -31,9 +31,9 @@ use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::persist::{load_states, save_states, NamespaceStates};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{Embedder, Namespace, Result};
 
 /// Where and how a substrate persists its namespace map: the manifest's

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use submem::registry::{Registry, SubstrateSpec};
-use submem_core::{Event, MeteredSubstrate, Namespace, Query, Substrate};
+use submem::MeteredSubstrate;
+use submem_core::{Event, Namespace, Query, Substrate};
 use submem_models::{Config, LlmKind};
 
 #[derive(serde::Deserialize)]

@@ -14,9 +14,8 @@ use pyo3::types::{PyDict, PyList};
 use serde::{Deserialize, Serialize};
 
 use submem::registry::SubstrateSpec;
-use submem_core::{
-    Event, Forget, MeteredSubstrate, Namespace, Query, Recall as CoreRecall, Substrate,
-};
+use submem::MeteredSubstrate;
+use submem_core::{Event, Forget, Namespace, Query, Recall as CoreRecall, Substrate};
 use submem_models::Config;
 
 use crate::errors::{core_err, models_err, registry_err, InputError, SettingsError, StoreError};
@@ -172,7 +171,7 @@ impl Memory {
         let manifest_path = path.join(MANIFEST);
         let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
             // A crash between save's two renames leaves the previous save aside.
-            let aside = submem_kit::dir::aside_path(&path);
+            let aside = submem::kit::dir::aside_path(&path);
             let hint = if aside.join(MANIFEST).exists() {
                 format!("; the previous save is at {}", aside.display())
             } else {
@@ -351,7 +350,7 @@ async fn save_to(substrate: &Metered, manifest: &Manifest, path: &Path) -> PyRes
             path.display()
         )));
     }
-    let staged = submem_kit::dir::Staged::new(path).map_err(core_err)?;
+    let staged = submem::kit::dir::Staged::new(path).map_err(core_err)?;
     substrate
         .persist(&staged.path().join("state"))
         .await

@@ -20,7 +20,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-use submem_core::{LatencyStats, Regime};
+use submem_core::Regime;
+use submem_kit::LatencyStats;
 
 use crate::fitted::{
     Cell, CellKey, Choice, Evidence, PolicyFile, QualityMetric, POLICY_FORMAT, POLICY_VERSION,

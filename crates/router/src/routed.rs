@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_core::{
     Diagnostics, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query,
     Recall, Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
 };
+use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 
 use crate::compose::{first_share, join_recalls, second_share};
 use crate::explain::{CellExplanation, Explanation};

@@ -72,7 +72,7 @@ impl Cell {
     fn line(&self, what: &str) -> String {
         let mut l = self.lat.clone();
         l.sort_by(f64::total_cmp);
-        let p = |q: f64| submem_core::meter::percentile(&l, q) * 1e3;
+        let p = |q: f64| submem::meter::percentile(&l, q) * 1e3;
         format!(
             "| {what} | {:.0} | {:.2} | {:.2} |",
             self.ops as f64 / self.secs,

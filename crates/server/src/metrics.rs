@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use submem_core::meter::Phase;
+use submem::meter::Phase;
 
 use crate::store::Store;
 

@@ -34,8 +34,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use submem_core::{Event, Footprint, Forget, ManageReport, Meter, MeterSnapshot, Query, Recall};
-use submem_core::{MeteredSubstrate, Namespace, Substrate, WriteReport};
+use submem::MeteredSubstrate;
+use submem::{Meter, MeterSnapshot};
+use submem_core::{Event, Footprint, Forget, ManageReport, Query, Recall};
+use submem_core::{Namespace, Substrate, WriteReport};
 
 use crate::jobs::Jobs;
 use crate::log::{EventLog, LogRecord};

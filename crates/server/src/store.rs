@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use submem::registry::{Registry, SubstrateSpec};
+use submem::MeteredSubstrate;
 use submem_core::plugin::LlmUse;
-use submem_core::{MeteredSubstrate, Namespace, Services};
+use submem_core::{Namespace, Services};
 
 use crate::config::ServerConfig;
 use crate::jobs::Jobs;

@@ -54,6 +54,12 @@ pub use submem_flexamem as flexamem;
 pub use submem_gist as gist;
 #[cfg(feature = "graph")]
 pub use submem_graph as graph;
+pub use submem_kit::meter::{
+    LatencyStats, Meter, MeterSnapshot, MeteredEmbedder, MeteredLlm, MeteredSubstrate, Phase,
+    PhaseStats,
+};
+pub use submem_kit::render::{render_in_time_order, PackPolicy, RankedUnit};
+pub use submem_kit::{self as kit, meter, persist, render};
 #[cfg(feature = "kv")]
 pub use submem_kv as kv;
 #[cfg(feature = "lora")]

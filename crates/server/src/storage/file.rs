@@ -47,7 +47,7 @@ const LOG_FILE: &str = "events.log";
 fn read_meta(dir: &Path) -> Result<NamespaceMeta> {
     let path = dir.join("meta.json");
     let mut meta: NamespaceMeta =
-        submem_core::persist::read_json(&path).map_err(|e| ServerError::Storage {
+        submem::persist::read_json(&path).map_err(|e| ServerError::Storage {
             path,
             message: e.to_string(),
         })?;
@@ -176,7 +176,7 @@ impl Backend for FileBackend {
             }
             let _ = std::fs::remove_dir_all(&tmp);
             std::fs::create_dir_all(&tmp).map_err(|e| ServerError::io(&tmp, e))?;
-            submem_core::persist::write_json(&tmp.join("meta.json"), &meta).map_err(|e| {
+            submem::persist::write_json(&tmp.join("meta.json"), &meta).map_err(|e| {
                 ServerError::Storage {
                     path: tmp.clone(),
                     message: e.to_string(),

@@ -36,7 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use submem_core::plugin::{BuildContext, Settings};
 use submem_core::test_utils::{HashingEmbedder, WhitespaceCounter};
-use submem_core::{Event, MeteredSubstrate, Namespace, Query, Services, Substrate, Turn};
+use submem_core::{Event, Namespace, Query, Services, Substrate, Turn};
+use submem_kit::MeteredSubstrate;
 
 // As in the `submem` binary (crates/cli/src/main.rs).
 #[global_allocator]

@@ -7,15 +7,13 @@
 //! while they fit the allowance, skipping any that do not, then renders the
 //! chosen ones in time order like top-k does. The choice is made on each
 //! unit's token count cached at write time, so a read counts only the text it
-//! shows; [`submem_core::render_in_time_order`] then counts the joined text
+//! shows; [`submem_kit::render_in_time_order`] then counts the joined text
 //! again and keeps the recall exact.
 
 use serde::{Deserialize, Serialize};
-use submem_core::{
-    render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, Query, RankedUnit, Recall,
-    TokenCounter,
-};
+use submem_core::{Query, Recall, TokenCounter};
 use submem_kit::pack::fill_to_allowance;
+use submem_kit::{render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, RankedUnit};
 
 /// Default number of ranked units a fill read considers: LoCoMo turns average
 /// about 30 tokens, so 2,048 candidates can fill a 32k budget.

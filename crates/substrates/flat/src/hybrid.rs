@@ -22,11 +22,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use submem_core::persist::{begin_persist, check_manifest, write_manifest};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, RankedUnit,
-    Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
+use submem_kit::persist::{begin_persist, check_manifest, write_manifest};
+use submem_kit::RankedUnit;
 
 use crate::error::FlatError;
 use crate::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};

@@ -23,7 +23,7 @@
 //!
 //! Both render their top-k in time order (or, with [`ReadDepth::fill`], as
 //! many ranked units as the budget holds: see [`fill`]) under the query's allowance with
-//! [`submem_core::render_in_time_order`], persist to a directory with a
+//! [`submem_kit::render_in_time_order`], persist to a directory with a
 //! manifest written last, refuse torn or foreign stores with
 //! [`submem_core::Error::Store`] (leaving their state unchanged), reject
 //! duplicate source ids before storing anything, and keep namespaces apart.

@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use submem_core::{Error, Event, RankedUnit, Result};
+use submem_core::{Error, Event, Result};
+use submem_kit::RankedUnit;
 
 /// One stored event: its rendered text and where it sits in its namespace's
 /// history.

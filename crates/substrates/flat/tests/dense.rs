@@ -336,7 +336,7 @@ async fn torn_and_mismatched_stores_are_refused_and_state_is_kept() {
     ));
     // No manifest (an interrupted persist).
     std::fs::write(&vf, &bytes).unwrap();
-    std::fs::remove_file(dir.path().join(submem_core::persist::MANIFEST_FILE)).unwrap();
+    std::fs::remove_file(dir.path().join(submem_kit::persist::MANIFEST_FILE)).unwrap();
     assert!(matches!(
         live.restore(dir.path()).await,
         Err(Error::Store { .. })
@@ -344,7 +344,7 @@ async fn torn_and_mismatched_stores_are_refused_and_state_is_kept() {
     assert_eq!(live.read(&q).await.unwrap().text, kept);
 
     // Repaired: restores.
-    submem_core::persist::write_manifest(dir.path(), "M1 dense-hnsw", 2).unwrap();
+    submem_kit::persist::write_manifest(dir.path(), "M1 dense-hnsw", 2).unwrap();
     live.restore(dir.path()).await.unwrap();
     assert!(live
         .read(&q)

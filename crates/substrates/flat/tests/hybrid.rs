@@ -109,7 +109,7 @@ async fn persist_restore_forget_and_torn_stores() {
     std::fs::remove_file(
         dir.path()
             .join("sparse")
-            .join(submem_core::persist::MANIFEST_FILE),
+            .join(submem_kit::persist::MANIFEST_FILE),
     )
     .unwrap();
     let err = r.restore(dir.path()).await.unwrap_err();

@@ -381,7 +381,7 @@ async fn torn_and_foreign_stores_are_refused_and_state_is_kept() {
 
     // A store written by another substrate.
     let kv_like = tempfile::tempdir().unwrap();
-    submem_core::persist::write_manifest(kv_like.path(), "M10 full-context", 1).unwrap();
+    submem_kit::persist::write_manifest(kv_like.path(), "M10 full-context", 1).unwrap();
     let err = live.restore(kv_like.path()).await.unwrap_err();
     assert!(err.to_string().contains("M10"), "{err}");
     check_kept().await;

@@ -100,13 +100,13 @@ impl FlexaMem {
         let dir = dir.as_ref();
         config.validate().map_err(|e| e.during("open"))?;
         std::fs::create_dir_all(dir).map_err(|e| submem_core::Error::io(dir, e))?;
-        let manifest = dir.join(submem_core::persist::MANIFEST_FILE);
+        let manifest = dir.join(submem_kit::persist::MANIFEST_FILE);
         if manifest.exists() {
-            submem_core::persist::check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+            submem_kit::persist::check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
         } else if dir.join(LOG_FILE).exists() {
             return Err(submem_core::Error::store(dir, "log without a manifest"));
         } else {
-            submem_core::persist::write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
+            submem_kit::persist::write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
         }
         let (log, payloads) = LogFile::open(&dir.join(LOG_FILE)).map_err(|e| e.during("open"))?;
         let mut state = State::new(

@@ -3,12 +3,12 @@
 
 use async_trait::async_trait;
 use std::path::Path;
-use submem_core::persist::{begin_persist, check_manifest, write_manifest};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, ReadTrace,
     Recall, Result, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::persist::{begin_persist, check_manifest, write_manifest};
 use tracing::Instrument;
 
 use crate::log::{read_log_strict, write_log};

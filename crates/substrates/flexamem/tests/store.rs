@@ -5,11 +5,9 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use submem_core::test_utils::{test_services, FailingLlm, ScriptedLlm};
-use submem_core::{
-    Event, Forget, Llm, Meter, MeteredSubstrate, Namespace, Query, Resolution, Step, Substrate,
-    Turn,
-};
+use submem_core::{Event, Forget, Llm, Namespace, Query, Resolution, Step, Substrate, Turn};
 use submem_flexamem::{FlexaConfig, FlexaMem, RecoveryMode, LOG_FILE};
+use submem_kit::{Meter, MeteredSubstrate};
 
 fn ns(s: &str) -> Namespace {
     Namespace::new(s).unwrap()

@@ -5,12 +5,12 @@ use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use submem_core::persist::{load_states, save_states, NamespaceStates};
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::persist::{load_states, save_states, NamespaceStates};
 use tracing::Instrument;
 
 use crate::memory::GraphMemory;

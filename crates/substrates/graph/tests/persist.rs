@@ -5,10 +5,9 @@
 use std::sync::Arc;
 use submem_core::test_utils::{test_services, HashingEmbedder, ScriptedLlm};
 use submem_core::testing::fixture_conversation;
-use submem_core::{
-    Embedder, Event, Forget, Meter, MeteredSubstrate, Namespace, Phase, Query, Services, Substrate,
-};
+use submem_core::{Embedder, Event, Forget, Namespace, Query, Services, Substrate};
 use submem_graph::{GraphConfig, GraphMemory};
+use submem_kit::{Meter, MeteredSubstrate, Phase};
 
 const CHILD_DIR: &str = "SUBMEM_GRAPH_CHILD_STORE";
 

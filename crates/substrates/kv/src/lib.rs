@@ -58,14 +58,15 @@ pub use factory::factories;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::path::Path;
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
-use submem_core::render::UNIT_SEPARATOR;
 use submem_core::{
-    render_in_time_order, Error, Event, Family, Footprint, Forget, MethodId, Namespace, PackPolicy,
-    Query, RankedUnit, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Result, Services,
+    Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_kit::render::UNIT_SEPARATOR;
 use submem_kit::spaces::Spaces;
+use submem_kit::{render_in_time_order, PackPolicy, RankedUnit};
 
 use buffer::Buffer;
 

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use submem_core::test_utils::{test_services, CachingLlm, HashingEmbedder};
 use submem_core::{
-    ChatMessage, ChatRequest, Error, Event, Forget, Llm, Meter, MeteredSubstrate, Namespace, Query,
-    Services, Substrate, Turn,
+    ChatMessage, ChatRequest, Error, Event, Forget, Llm, Namespace, Query, Services, Substrate,
+    Turn,
 };
+use submem_kit::{Meter, MeteredSubstrate};
 use submem_kv::{EpiCache, EpiCacheConfig, ReaderHead};
 
 const SAIL: [&str; 6] = ["sailing", "boat", "harbour", "wind", "mast", "ocean"];

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_core::{Error, Namespace, Result};
+use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 
 use crate::lora::Adapter;
 use crate::mem::{EventMeta, LoraMemory, Space};

@@ -4,7 +4,7 @@
 //!
 //! - [`RenderMode::TopK`]: seeds (most similar first), then per seed its
 //!   linked notes most similar to the query, each shown whole (raw text and
-//!   note line) with [`submem_core::render_in_time_order`]; a note that does
+//!   note line) with [`submem_kit::render_in_time_order`]; a note that does
 //!   not fit is skipped.
 //! - [`RenderMode::Fit`]: the same ranked notes, then the other notes by
 //!   cosine up to [`NotesConfig::fit_pool`], through FlexA-Mem's
@@ -14,9 +14,10 @@
 //!   the query's content words they share.
 
 use std::collections::HashSet;
-use submem_core::{render_in_time_order, PackPolicy, RankedUnit, Recall, TokenCounter};
+use submem_core::{Recall, TokenCounter};
 use submem_kit::fit::{FitCandidate, FitOrDegrade, FitPiece};
 use submem_kit::text::{content_words, query_terms};
+use submem_kit::{render_in_time_order, PackPolicy, RankedUnit};
 
 use crate::store::{Note, Space};
 use crate::{NotesConfig, RenderMode};

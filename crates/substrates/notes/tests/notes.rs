@@ -9,9 +9,8 @@ mod common;
 use common::{cooperative_llm, services_with, turn};
 use std::sync::Arc;
 use submem_core::test_utils::{test_services, FailingLlm, ScriptedLlm};
-use submem_core::{
-    Event, Forget, Meter, MeteredSubstrate, Namespace, Query, Resolution, Substrate,
-};
+use submem_core::{Event, Forget, Namespace, Query, Resolution, Substrate};
+use submem_kit::{Meter, MeteredSubstrate};
 use submem_notes::note::Writer;
 use submem_notes::{EvolvingNotes, NotesConfig, RenderMode};
 

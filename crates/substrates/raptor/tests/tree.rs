@@ -292,7 +292,7 @@ async fn persistence_round_trips_into_a_fresh_instance_and_a_new_process() {
     );
     assert!(stdout.contains("child restored"), "{stdout}");
     // Torn and foreign stores are refused and change nothing.
-    std::fs::remove_file(store.join(submem_core::persist::MANIFEST_FILE)).unwrap();
+    std::fs::remove_file(store.join(submem_kit::persist::MANIFEST_FILE)).unwrap();
     assert!(fresh.restore(&store).await.is_err());
     let other = Raptor::new(
         submem_core::Services {

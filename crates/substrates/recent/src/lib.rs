@@ -17,7 +17,7 @@
 //! no empty or repeated source id, none already stored) and its rendered text
 //! counted once. **Read**: the newest events are taken until the allowance (or
 //! `max_events`) is reached and packed with
-//! [`render_in_time_order`](submem_core::render_in_time_order), stopping at the
+//! [`render_in_time_order`](submem_kit::render_in_time_order), stopping at the
 //! first that does not fit so that what is shown is a contiguous, most recent
 //! run. **Persist**: one JSON state file and a manifest written last
 //! ([`submem_kit::state::StateFile`]), so a torn or foreign directory is

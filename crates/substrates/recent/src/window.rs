@@ -8,11 +8,10 @@
 use std::sync::Arc;
 
 use submem_core::plugin::SubstrateSettings as _;
-use submem_core::{
-    Event, Family, MethodId, PackPolicy, Query, Result, SubstrateInfo, TokenCounter,
-};
+use submem_core::{Event, Family, MethodId, Query, Result, SubstrateInfo, TokenCounter};
 use submem_kit::event_log::{EventLog, LogRanker, Logged};
 use submem_kit::state::StateFile;
+use submem_kit::PackPolicy;
 
 use crate::RecentSettings;
 
@@ -114,9 +113,9 @@ impl LogRanker for Recency {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use submem_core::persist::MANIFEST_FILE;
     use submem_core::test_utils::WhitespaceCounter;
     use submem_core::{Error, Footprint, Forget, Namespace, Recall, Substrate, Turn, WriteReport};
+    use submem_kit::persist::MANIFEST_FILE;
 
     fn turn(i: usize) -> Event {
         Event::Turn(Turn {
@@ -276,7 +275,7 @@ mod tests {
         assert!(matches!(err, Error::Store { .. }), "{err}");
         // A store of another substrate: refused.
         let foreign = dir.path().join("foreign");
-        submem_core::persist::write_manifest(&foreign, "M10 full-context", 1).unwrap();
+        submem_kit::persist::write_manifest(&foreign, "M10 full-context", 1).unwrap();
         let err = fresh.restore(&foreign).await.unwrap_err().to_string();
         assert!(err.contains("full-context"), "{err}");
         // A state file that repeats an id: refused with the reason.

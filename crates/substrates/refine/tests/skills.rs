@@ -9,7 +9,8 @@ use common::*;
 use std::path::Path;
 use std::sync::Arc;
 use submem_core::test_utils::test_services;
-use submem_core::{Event, Forget, Meter, MeteredSubstrate, Query, Step, Substrate};
+use submem_core::{Event, Forget, Query, Step, Substrate};
+use submem_kit::{Meter, MeteredSubstrate};
 use submem_refine::{SkillBundles, SkillConfig};
 
 fn step(id: &str, n: u32, action: &str, observation: &str) -> Event {

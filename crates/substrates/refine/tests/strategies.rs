@@ -9,7 +9,8 @@ use common::*;
 use std::path::Path;
 use std::sync::Arc;
 use submem_core::test_utils::{test_services, FailingLlm, ScriptedLlm};
-use submem_core::{Event, Forget, Meter, MeteredSubstrate, Query, Step, Substrate};
+use submem_core::{Event, Forget, Query, Step, Substrate};
+use submem_kit::{Meter, MeteredSubstrate};
 use submem_refine::{Outcome, StrategyBank, StrategyConfig};
 
 fn bank(llm: Option<Arc<dyn submem_core::Llm>>, config: StrategyConfig) -> StrategyBank {

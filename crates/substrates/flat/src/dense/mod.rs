@@ -40,10 +40,11 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, RankedUnit,
-    Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
+    Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::RankedUnit;
 
 use crate::error::FlatError;
 use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};

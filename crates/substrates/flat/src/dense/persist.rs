@@ -7,10 +7,10 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use submem_core::persist::{
+use submem_core::{Error, Namespace, Result};
+use submem_kit::persist::{
     begin_persist, check_manifest, read_json, write_atomic, write_json, write_manifest,
 };
-use submem_core::{Error, Namespace, Result};
 
 use super::graph::{is_graph_file, Graph, GraphFiles};
 use super::ns::DenseNs;

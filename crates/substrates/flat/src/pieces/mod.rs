@@ -31,12 +31,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use submem_core::persist::begin_persist;
 use submem_core::{
     Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
     Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::persist::begin_persist;
 use submem_kit::state::StateFile;
 
 use crate::dense::embed_query;
@@ -242,7 +242,7 @@ impl PieceMemory {
         &self,
         inner: &Inner,
         query: &Query,
-    ) -> Result<Vec<(submem_core::RankedUnit, u32)>> {
+    ) -> Result<Vec<(submem_kit::RankedUnit, u32)>> {
         let n = self.config.candidates;
         let ns = &query.namespace;
         let sparse = match &inner.sparse {

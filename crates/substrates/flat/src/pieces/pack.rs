@@ -12,10 +12,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use submem_core::render::UNIT_SEPARATOR;
-use submem_core::{render_in_time_order, PackPolicy, RankedUnit, Recall, Resolution, TokenCounter};
+use submem_core::{Recall, Resolution, TokenCounter};
 use submem_kit::fit::excerpt_runs;
 use submem_kit::pieces::run_text;
+use submem_kit::render::UNIT_SEPARATOR;
+use submem_kit::{render_in_time_order, PackPolicy, RankedUnit};
 
 use super::store::CutEvent;
 

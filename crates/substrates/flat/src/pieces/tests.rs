@@ -202,7 +202,7 @@ async fn persist_and_restore_round_trip_and_refuse_another_ranking_or_a_torn_sto
     let still = bm25.read(&Query::question(ns(), "noodle", 4096)).await;
     assert!(still.unwrap().text.contains("noodle"));
 
-    std::fs::remove_file(dir.path().join(submem_core::persist::MANIFEST_FILE)).unwrap();
+    std::fs::remove_file(dir.path().join(submem_kit::persist::MANIFEST_FILE)).unwrap();
     assert!(memory(PieceRanking::Hybrid, 12)
         .restore(dir.path())
         .await

@@ -53,10 +53,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, RankedUnit, Recall,
-    Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Result, Services,
+    Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::RankedUnit;
 use tantivy::tokenizer::TextAnalyzer;
 
 use crate::error::FlatResult;

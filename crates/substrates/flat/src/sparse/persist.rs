@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
-use submem_core::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_core::{Error, Namespace, Result};
+use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
 use submem_kit::text::StopWords;
 
 use super::config::SparseConfig;

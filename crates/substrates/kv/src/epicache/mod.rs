@@ -97,13 +97,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use submem_core::{
-    cosine, render_in_time_order, Error, Event, Family, Footprint, Forget, ManageReport, MethodId,
-    Namespace, PackPolicy, PrefilledLlm, PrefixReuse, Query, RankedUnit, Recall, Resolution,
-    Result, Services, SourceHit, Substrate, SubstrateInfo, WriteReport,
+    cosine, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace,
+    PrefilledLlm, PrefixReuse, Query, Recall, Resolution, Result, Services, SourceHit, Substrate,
+    SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
+use submem_kit::{render_in_time_order, PackPolicy, RankedUnit};
 
 use crate::KvError;
 use store::{Space, StoredTurn};

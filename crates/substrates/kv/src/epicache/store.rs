@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use submem_core::render::UNIT_SEPARATOR;
 use submem_core::{cosine, l2_normalize, PrefilledLlm, TokenCounter};
+use submem_kit::render::UNIT_SEPARATOR;
 
 use super::cluster::{kmeans, mean};
 use super::config::EpiCacheConfig;

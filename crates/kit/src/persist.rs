@@ -10,7 +10,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::{Embedder, Error, Namespace, Result};
+use submem_core::{Embedder, Error, Namespace, Result};
 
 /// Name of the manifest file inside a persisted directory.
 pub const MANIFEST_FILE: &str = "submem-manifest.json";
@@ -137,7 +137,7 @@ pub fn check_manifest(dir: &Path, substrate: &str, format_version: u32) -> Resul
 /// ([`NamespaceStates::validated`]) before the live state is swapped.
 ///
 /// ```
-/// use submem_core::persist::{load_states, save_states, NamespaceStates};
+/// use submem_kit::persist::{load_states, save_states, NamespaceStates};
 /// use submem_core::Namespace;
 ///
 /// let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::{
+use submem_core::{
     ChatMessage, ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport,
     Namespace, PrefilledLlm, PrefixCaching, Query, ReadTrace, Recall, Result, ServiceError,
     Services, Substrate, SubstrateInfo, Usage, WriteReport,
@@ -466,7 +466,7 @@ impl<S: Substrate> Substrate for MeteredSubstrate<S> {
     async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
         self.inner.trace(query, source_ids).await
     }
-    fn diagnostics(&self) -> crate::Diagnostics {
+    fn diagnostics(&self) -> submem_core::Diagnostics {
         self.inner.diagnostics()
     }
 }
@@ -474,6 +474,8 @@ impl<S: Substrate> Substrate for MeteredSubstrate<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use submem_core::test_utils::{CachingLlm, ScriptedLlm};
+    use submem_core::PrefixReuse;
 
     #[test]
     fn percentiles_by_nearest_rank() {
@@ -485,5 +487,34 @@ mod tests {
         assert_eq!(st.p90, 9.0);
         assert_eq!(LatencyStats::from_samples(&[]).count, 0);
         assert_eq!(LatencyStats::from_samples(&[2.0]).p90, 2.0);
+    }
+
+    #[tokio::test]
+    async fn caching_llm_counts_hits_and_meters_prefills() {
+        let llm = CachingLlm::from_fn(|_| Ok("ok".into()));
+        let meter = Meter::new();
+        let metered = MeteredLlm::new(Arc::new(llm.clone()), meter.clone());
+        meter.set_phase(Phase::Manage);
+        let head = vec![ChatMessage::system("S"), ChatMessage::user("Memory: a b")];
+        let cache = metered
+            .prefix_caching()
+            .unwrap()
+            .prefill(&head)
+            .await
+            .unwrap();
+        assert_eq!(llm.prefills(), 1);
+        let manage = meter.snapshot().manage;
+        assert_eq!(manage.llm_calls, 1);
+        assert_eq!(manage.input_tokens, cache.prefix_tokens() as u64);
+        let reader = cache.clone().into_llm();
+        let hit = ChatRequest::new(vec![
+            ChatMessage::system("S"),
+            ChatMessage::user("Memory: a b\n\nQuestion: q"),
+        ]);
+        let miss = ChatRequest::new(vec![ChatMessage::user("other")]);
+        assert_eq!(reader.complete(&hit).await.unwrap().text, "ok");
+        reader.complete(&miss).await.unwrap();
+        assert_eq!(cache.reuse(), PrefixReuse { hits: 1, misses: 1 });
+        assert!(ScriptedLlm::new(vec![]).prefix_caching().is_none());
     }
 }

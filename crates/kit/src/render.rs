@@ -2,7 +2,7 @@
 //! read path of the flat substrates (M1, M2) and full context (M10), and a
 //! building block for others.
 
-use crate::{Recall, Resolution, SourceHit, TokenCounter};
+use submem_core::{Recall, Resolution, SourceHit, TokenCounter};
 
 /// One unit a substrate wants to show.
 #[derive(Debug, Clone, PartialEq)]
