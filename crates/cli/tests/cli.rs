@@ -342,7 +342,7 @@ fn substrates_lists_every_name_with_its_settings() {
     let text = submem().args(["substrates", "bm25"]).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     assert!(
-        text.starts_with("m2 (bm25, sparse)") && text.contains("stopwords"),
+        text.starts_with("m2 (bm25)") && text.contains("stopwords"),
         "{text}"
     );
 

@@ -67,10 +67,8 @@ impl RouteNames {
             ("dense-fill", "m1-fill", MethodId::M1),
             ("m2", "m2", MethodId::M2),
             ("bm25", "m2", MethodId::M2),
-            ("sparse", "m2", MethodId::M2),
             ("m2-fill", "m2-fill", MethodId::M2),
             ("bm25-fill", "m2-fill", MethodId::M2),
-            ("sparse-fill", "m2-fill", MethodId::M2),
             ("m3", "m3", MethodId::M3),
             ("m4", "m4", MethodId::M4),
             ("m5", "m5", MethodId::M5),
@@ -79,12 +77,10 @@ impl RouteNames {
             ("m8", "m8", MethodId::M8),
             ("m9", "m9", MethodId::M9),
             ("m10", "m10", MethodId::M10),
-            ("full", "m10", MethodId::M10),
             ("full-context", "m10", MethodId::M10),
             ("m11", "m11", MethodId::M11),
             ("flexa", "flexa", MethodId::FLEXA_MEM),
             ("flexamem", "flexa", MethodId::FLEXA_MEM),
-            ("flexa-mem", "flexa", MethodId::FLEXA_MEM),
         ];
         RouteNames::new(
             table

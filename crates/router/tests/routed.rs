@@ -314,7 +314,7 @@ fn with_fill_member() -> RoutedSubstrate {
             Arc::new(SparseMemory::new(services.clone(), fill).unwrap()),
         ),
         (
-            "full".into(),
+            "full-context".into(),
             Arc::new(FullContext::new(services.clone(), FullContextConfig::default()).unwrap()),
         ),
     ];

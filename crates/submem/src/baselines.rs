@@ -31,7 +31,7 @@ use submem_core::{
 pub fn factories() -> Vec<SubstrateFactory> {
     vec![
         SubstrateFactory::builder("nomem", MethodId::NO_MEMORY, Family::BASELINE)
-            .aliases(&["none", "no-memory"])
+            .aliases(&["no-memory"])
             .paper("Harness the Memory, the NoMem row")
             .summary("shows nothing: the reader template with an empty memory block")
             .build_without_settings(|_| Ok(Arc::new(NoMemory))),
@@ -174,7 +174,7 @@ mod tests {
         let only = SubstrateSpec::parse_list("m1-fill,nomem").unwrap();
         assert_eq!(names(&only), vec!["m1-fill", "nomem"]);
         assert!(is_packing_baseline(&registry, "rrf-fill"));
-        assert!(is_packing_baseline(&registry, "piece-retrieval"));
+        assert!(is_packing_baseline(&registry, "bm25-pieces"));
         assert!(!is_packing_baseline(&registry, "m2"));
         assert!(!is_packing_baseline(&registry, "no-such"));
     }

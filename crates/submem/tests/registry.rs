@@ -32,12 +32,17 @@ fn every_name_and_alias_resolves_to_one_factory() {
     let mut seen = std::collections::HashMap::new();
     for f in r.factories() {
         f.validate().unwrap_or_else(|e| panic!("{}: {e}", f.name()));
+        assert!(f.aliases().len() <= 1, "{}: one alias at most", f.name());
         for n in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
             assert!(seen.insert(n.to_string(), f.name()).is_none(), "{n} twice");
             assert_eq!(r.resolve(n).unwrap().name(), f.name());
         }
     }
-    for n in ["full-context", "flexa-mem", "no-memory", "BM25"] {
+    // Names are case-insensitive: the paper's M1 … M11 are the canonical m1 … m11.
+    for (paper, name) in [("M1", "m1"), ("M5", "m5"), ("M11", "m11")] {
+        assert_eq!(r.resolve(paper).map(|f| f.name()), Some(name));
+    }
+    for n in ["full-context", "flexamem", "no-memory", "BM25"] {
         assert!(r.resolve(n).is_some(), "{n}");
         assert!(r.known().join(" ").contains(&n.to_ascii_lowercase()), "{n}");
     }

@@ -193,11 +193,11 @@ pub fn sparse_factory(fill: bool) -> SubstrateFactory {
     let (name, aliases, summary): (_, &[&str], _) = if fill {
         (
             "m2-fill",
-            &["bm25-fill", "sparse-fill"],
+            &["bm25-fill"],
             "BM25 (tantivy), ranked turns until the budget is spent",
         )
     } else {
-        ("m2", &["bm25", "sparse"], "BM25 (tantivy), top-k turns")
+        ("m2", &["bm25"], "BM25 (tantivy), top-k turns")
     };
     SubstrateFactory::builder(name, MethodId::M2, Family::FLAT)
         .aliases(aliases)
@@ -350,7 +350,7 @@ pub fn piece_factory(ranking: PieceRanking) -> SubstrateFactory {
     let (name, aliases, summary): (_, &[&str], _) = match ranking {
         PieceRanking::Bm25 => (
             "m2-pieces",
-            &["bm25-pieces", "piece-retrieval"],
+            &["bm25-pieces"],
             "pieces of κ tokens ranked by BM25, packed until the budget is spent",
         ),
         PieceRanking::Dense => (
@@ -425,7 +425,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(s.info().name, "sparse-bm25");
-        assert!(m1.answers_to("dense") && m2_fill.answers_to("sparse-fill"));
+        assert!(m1.answers_to("dense") && m2_fill.answers_to("bm25-fill"));
         let hybrid_fill = hybrid_factory(true);
         hybrid_fill.validate().unwrap();
         assert!(hybrid_fill.settings_from_strs(&[("rrf_k", "-3")]).is_err());
@@ -452,6 +452,6 @@ mod tests {
             let built = f.build(&ctx, &s).unwrap();
             assert_eq!(built.info().name, ranking.substrate_name());
         }
-        assert!(piece_factory(PieceRanking::Bm25).answers_to("piece-retrieval"));
+        assert!(piece_factory(PieceRanking::Bm25).answers_to("bm25-pieces"));
     }
 }

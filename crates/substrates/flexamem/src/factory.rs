@@ -1,4 +1,4 @@
-//! FlexA-Mem's plugins: `flexa` (aliases `flexamem`, `flexa-mem`, from
+//! FlexA-Mem's plugins: `flexa` (alias `flexamem`, from
 //! [`FlexaConfig::default`]) and `flexa-paper` (from [`FlexaConfig::paper`])
 //! as [`SubstrateFactory`] values a registry lists and builds by name.
 //!
@@ -203,7 +203,7 @@ fn factory(name: &str, aliases: &[&str], summary: &str, base: FlexaConfig) -> Su
 pub fn flexa_factory() -> SubstrateFactory {
     factory(
         "flexa",
-        &["flexamem", "flexa-mem"],
+        &["flexamem"],
         "write-once store rendered per call under the budget (timeline, records, pieces); rule records without an LLM",
         FlexaConfig::default(),
     )
@@ -245,7 +245,7 @@ mod tests {
         let (flexa, paper) = (flexa_factory(), flexa_paper_factory());
         flexa.validate().unwrap();
         paper.validate().unwrap();
-        assert!(flexa.answers_to("flexamem") && flexa.answers_to("flexa-mem"));
+        assert!(flexa.answers_to("flexamem") && flexa.answers_to("FlexAMem"));
         assert!(paper.answers_to("flexa-paper") && !paper.answers_to("flexa"));
         let (d, p) = (FlexaConfig::default(), FlexaConfig::paper());
         assert_eq!(parsed(&flexa, &d, &[]), d);

@@ -1,4 +1,4 @@
-//! The gist family's plugin: `m3` (aliases `gist`, `readagent`) as a
+//! The gist family's plugin: `m3` (alias `readagent`) as a
 //! [`SubstrateFactory`] a registry lists and builds by name.
 
 use std::sync::Arc;
@@ -70,7 +70,7 @@ impl SubstrateSettings for GistSettings {
 /// (or, without one, BM25) selects.
 pub fn gist_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m3", MethodId::M3, Family::TEXT_RECORD)
-        .aliases(&["gist", "readagent"])
+        .aliases(&["readagent"])
         .paper("Harness the Memory, M3")
         .summary("gist index (ReadAgent): paged history with gists; rule gists and BM25 page selection without an LLM")
         .llm(LlmUse::Optional)
@@ -100,7 +100,7 @@ mod tests {
     fn m3_parses_its_settings_and_builds_without_an_llm() {
         let f = gist_factory();
         f.validate().unwrap();
-        assert!(f.answers_to("readagent") && f.answers_to("gist") && f.answers_to("M3"));
+        assert!(f.answers_to("readagent") && f.answers_to("M3") && !f.answers_to("gist"));
         assert_eq!(GistSettings::default().config(), GistConfig::default());
         let c = parsed(&f, &[("page_tokens", "300"), ("max_expand", "3")]);
         assert_eq!((c.page_tokens, c.max_expand), (300, 3));

@@ -1,4 +1,4 @@
-//! The graph family's plugin: `m5` (aliases `graph`, `lightrag`) as a
+//! The graph family's plugin: `m5` (alias `lightrag`) as a
 //! [`SubstrateFactory`] a registry lists and builds by name. Without a memory
 //! LLM it runs on its rule extractor and rule keywords.
 
@@ -125,7 +125,7 @@ impl SubstrateSettings for GraphSettings {
 /// fused by reciprocal rank).
 pub fn graph_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m5", MethodId::M5, Family::STRUCTURAL)
-        .aliases(&["graph", "lightrag"])
+        .aliases(&["lightrag"])
         .paper("Harness the Memory, M5")
         .summary("dual-level graph (LightRAG): entity-relation graph + dense chunks, RRF; rule extraction without an LLM")
         .llm(LlmUse::Optional)
@@ -199,7 +199,7 @@ mod tests {
         assert!(f.settings_from_strs(&[("extraction", "maybe")]).is_err());
         assert!(f.settings_from_strs(&[("nope", "1")]).is_err());
         assert!(f.settings_from_strs(&[("top_k", "0")]).is_err());
-        assert!(f.answers_to("lightrag") && f.answers_to("graph"));
+        assert!(f.answers_to("lightrag") && f.answers_to("M5") && !f.answers_to("graph"));
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         let s = f.build(&ctx, &Settings::new()).unwrap();
         assert!(!s.info().needs_llm);

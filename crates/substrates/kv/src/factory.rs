@@ -1,5 +1,5 @@
-//! The activation family's plugins: `m10` (aliases `full`, `full-context`)
-//! and `m11` (aliases `epicache`, `episodes`) as [`SubstrateFactory`] values
+//! The activation family's plugins: `m10` (alias `full-context`)
+//! and `m11` (alias `epicache`) as [`SubstrateFactory`] values
 //! a registry lists and builds by name.
 //!
 //! M11 prefills its KV caches under the reader's prompt head, which belongs
@@ -20,7 +20,7 @@ const PAPER: &str = "Harness the Memory";
 /// takes no settings.
 pub fn full_context_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m10", MethodId::M10, Family::ACTIVATION)
-        .aliases(&["full", "full-context"])
+        .aliases(&["full-context"])
         .paper(format!("{PAPER}, M10"))
         .summary("full context: the newest history that fits the budget")
         .llm(LlmUse::Never)
@@ -88,7 +88,7 @@ impl SubstrateSettings for EpiCacheSettings {
 /// context's reader prompt and served as the recall's reader.
 pub fn epicache_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m11", MethodId::M11, Family::ACTIVATION)
-        .aliases(&["epicache", "episodes"])
+        .aliases(&["epicache"])
         .paper(format!("{PAPER}, M11"))
         .summary("episode re-prefill (EpiCache): k-means episodes, the query's nearest shown; KV caches prefilled when the memory LLM is local")
         .llm(LlmUse::Optional)
@@ -119,10 +119,10 @@ mod tests {
     }
 
     #[test]
-    fn m10_takes_no_settings_and_answers_to_full() {
+    fn m10_takes_no_settings_and_answers_to_full_context() {
         let f = full_context_factory();
         f.validate().unwrap();
-        assert!(f.answers_to("full") && f.answers_to("full-context") && f.answers_to("M10"));
+        assert!(f.answers_to("full-context") && f.answers_to("M10") && !f.answers_to("full"));
         assert!(f.settings_from_strs(&[]).is_ok());
         let e = f.settings_from_strs(&[("x", "1")]).unwrap_err().to_string();
         assert!(e.contains("takes no settings"), "{e}");
@@ -135,7 +135,7 @@ mod tests {
     fn m11_parses_its_settings_and_keeps_the_reader_head() {
         let f = epicache_factory();
         f.validate().unwrap();
-        assert!(f.answers_to("epicache") && f.answers_to("episodes"));
+        assert!(f.answers_to("epicache") && !f.answers_to("episodes"));
         assert_eq!(
             EpiCacheSettings::default().config(ReaderHead::default()),
             EpiCacheConfig::default()

@@ -1,4 +1,4 @@
-//! M9's plugin: `m9` (aliases `lora`, `adapter`) as a [`SubstrateFactory`] a
+//! M9's plugin: `m9` (alias `lora`) as a [`SubstrateFactory`] a
 //! registry lists and builds by name.
 //!
 //! The adapter trains on the prompt it will be asked with, and that prompt
@@ -156,7 +156,7 @@ fn load_base(gguf: Option<&Path>, max_context: usize) -> Result<LoraModel> {
 /// prompt ([`PromptFormat::from_reader`]).
 pub fn lora_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m9", MethodId::M9, Family::PARAMETRIC)
-        .aliases(&["lora", "adapter"])
+        .aliases(&["lora"])
         .paper("Harness the Memory, M9")
         .summary("LoRA adapter on the local SmolLM2 (needs its weights), trained on synthesised QA pairs; cloze pairs without an LLM")
         .llm(LlmUse::Optional)
@@ -197,7 +197,7 @@ mod tests {
     fn settings_parse_and_the_prompt_is_the_one_given() {
         let f = lora_factory();
         f.validate().unwrap();
-        assert!(f.answers_to("lora") && f.answers_to("adapter") && f.answers_to("M9"));
+        assert!(f.answers_to("lora") && f.answers_to("M9") && !f.answers_to("adapter"));
         let s = typed(
             &f,
             &[

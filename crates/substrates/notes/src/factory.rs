@@ -1,4 +1,4 @@
-//! The notes family's plugin: `m4` (aliases `notes`, `amem`, `a-mem`) as a
+//! The notes family's plugin: `m4` (alias `a-mem`) as a
 //! [`SubstrateFactory`] a registry lists and builds by name.
 
 use std::sync::Arc;
@@ -106,7 +106,7 @@ impl SubstrateSettings for NotesSettings {
 /// without a memory LLM.
 pub fn notes_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m4", MethodId::M4, Family::STRUCTURAL)
-        .aliases(&["notes", "amem", "a-mem"])
+        .aliases(&["a-mem"])
         .paper("Harness the Memory, M4")
         .summary("evolving notes (A-Mem): linked notes whose neighbours evolve; rule notes without an LLM")
         .llm(LlmUse::Optional)
@@ -173,7 +173,7 @@ mod tests {
             assert!(f.settings_from_strs(&[bad]).is_err(), "{bad:?}");
         }
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
-        for name in ["m4", "notes", "a-mem", "amem"] {
+        for name in ["m4", "M4", "a-mem", "A-Mem"] {
             assert!(f.answers_to(name), "{name}");
         }
         let sub = f.build(&ctx, &Settings::new()).unwrap();

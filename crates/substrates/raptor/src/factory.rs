@@ -1,4 +1,4 @@
-//! RAPTOR's plugin: `m6` (aliases `raptor`, `tree`) as a
+//! RAPTOR's plugin: `m6` (alias `raptor`) as a
 //! [`SubstrateFactory`] a registry lists and builds by name. Without a memory
 //! LLM its summaries are extractive.
 
@@ -133,7 +133,7 @@ impl SubstrateSettings for RaptorSettings {
 /// collapsed tree.
 pub fn raptor_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m6", MethodId::M6, Family::HIERARCHICAL)
-        .aliases(&["raptor", "tree"])
+        .aliases(&["raptor"])
         .paper("Harness the Memory, M6")
         .summary("hierarchical tree (RAPTOR): leaves + GMM-clustered summaries, collapsed-tree read; extractive summaries without an LLM")
         .llm(LlmUse::Optional)
@@ -214,7 +214,7 @@ mod tests {
         assert!(f.settings_from_strs(&[("threshold", "2")]).is_err());
         assert!(f.settings_from_strs(&[("summarizer", "poem")]).is_err());
         assert!(f.settings_from_strs(&[("colour", "red")]).is_err());
-        assert!(f.answers_to("tree") && f.answers_to("raptor"));
+        assert!(f.answers_to("raptor") && f.answers_to("M6") && !f.answers_to("tree"));
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         let built = f.build(&ctx, &Settings::new()).unwrap();
         assert!(!built.info().needs_llm);

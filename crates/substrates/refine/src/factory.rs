@@ -1,5 +1,5 @@
-//! The refinement family's plugins: `m7` (aliases `strategies`,
-//! `reasoningbank`) and `m8` (aliases `skills`, `memskill`) as
+//! The refinement family's plugins: `m7` (alias
+//! `reasoningbank`) and `m8` (alias `memskill`) as
 //! [`SubstrateFactory`] values a registry lists and builds by name. Both run
 //! without a memory LLM (rule strategies and skills).
 
@@ -115,7 +115,7 @@ impl SubstrateSettings for SkillSettings {
 /// episode; rule strategies without a memory LLM.
 pub fn strategy_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m7", MethodId::M7, Family::REFINEMENT)
-        .aliases(&["strategies", "reasoningbank"])
+        .aliases(&["reasoningbank"])
         .paper(format!("{PAPER}, M7"))
         .summary("distilled strategies (ReasoningBank): episodes judged and distilled, dense top-k; rule strategies without an LLM")
         .llm(LlmUse::Optional)
@@ -129,7 +129,7 @@ pub fn strategy_factory() -> SubstrateFactory {
 /// one skill each; rule skills without a memory LLM.
 pub fn skill_factory() -> SubstrateFactory {
     SubstrateFactory::builder("m8", MethodId::M8, Family::REFINEMENT)
-        .aliases(&["skills", "memskill"])
+        .aliases(&["memskill"])
         .paper(format!("{PAPER}, M8"))
         .summary("skill bundles (MemSkill): clustered experiences, one skill per bundle; rule skills without an LLM")
         .llm(LlmUse::Optional)
@@ -212,8 +212,8 @@ mod tests {
     #[test]
     fn both_answer_to_their_names_and_build_without_an_llm() {
         let (m7, m8) = (strategy_factory(), skill_factory());
-        assert!(m7.answers_to("reasoningbank") && m7.answers_to("strategies"));
-        assert!(m8.answers_to("memskill") && m8.answers_to("skills"));
+        assert!(m7.answers_to("reasoningbank") && !m7.answers_to("strategies"));
+        assert!(m8.answers_to("memskill") && !m8.answers_to("skills"));
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         for f in factories() {
             let s = f.build(&ctx, &Settings::new()).unwrap();
