@@ -62,6 +62,9 @@ pub fn render(listed: &[SubstrateDescription]) -> String {
         if d.settings.is_empty() {
             let _ = writeln!(out, "  no settings");
         }
+        // Columns as wide as this substrate's longest key and kind.
+        let key_width = d.settings.iter().map(|s| s.key.len()).max().unwrap_or(0);
+        let kind_width = d.settings.iter().map(|s| s.kind.len()).max().unwrap_or(0);
         for s in &d.settings {
             let default = match &s.default {
                 serde_json::Value::Null => "unset".to_string(),
@@ -70,7 +73,7 @@ pub fn render(listed: &[SubstrateDescription]) -> String {
             };
             let _ = writeln!(
                 out,
-                "  {:<20} {:<18} default {:<10} {}",
+                "  {:<key_width$}  {:<kind_width$}  default {:<10} {}",
                 s.key, s.kind, default, s.doc
             );
         }

@@ -118,7 +118,7 @@ pub struct SettingDoc {
     pub kind: String,
     /// The factory's default (`null` for an optional setting left unset).
     pub default: Value,
-    /// The first line of the field's doc comment.
+    /// The first sentence of the field's doc comment.
     pub doc: String,
 }
 

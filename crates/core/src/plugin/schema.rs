@@ -148,6 +148,18 @@ fn coerce_to(types: &[String], values: &[String], raw: &str) -> Value {
 
 /// A default as a listing shows it: an `f32` setting's `0.800000011920929`
 /// as `0.8` (six significant digits are more than any setting needs).
+/// A doc comment's first sentence on one line: a listing shows what a setting
+/// is, while the reasons behind its default stay in the rustdoc.
+fn first_sentence(doc: &str) -> String {
+    let one_line = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let end = one_line
+        .match_indices(". ")
+        .map(|(i, _)| i + 1)
+        .find(|&i| !one_line[..i].ends_with("e.g.") && !one_line[..i].ends_with("i.e."))
+        .unwrap_or(one_line.len());
+    one_line[..end].to_string()
+}
+
 fn shown(v: &Value) -> Value {
     match v.as_f64() {
         Some(x) if v.is_f64() && x.is_finite() && x != 0.0 => {
@@ -184,10 +196,8 @@ pub(super) fn setting_docs(schema: &Value, defaults: &Settings) -> Vec<SettingDo
             let doc = prop
                 .get("description")
                 .and_then(Value::as_str)
-                .and_then(|d| d.lines().next())
-                .unwrap_or("")
-                .trim()
-                .to_string();
+                .map(first_sentence)
+                .unwrap_or_default();
             SettingDoc {
                 key: key.clone(),
                 kind,

@@ -22,7 +22,8 @@ struct Toy {
     seeds: usize,
     /// Share of the budget.
     rho: f32,
-    /// A discount.
+    /// A discount. It is the reason
+    /// this doc, e.g. a long one, goes on.
     lambda: f32,
     /// Fill the budget.
     fill: bool,
@@ -139,6 +140,7 @@ fn descriptions_list_defaults_kinds_and_docs() {
     assert_eq!(by_key("cap").kind, "integer?");
     assert_eq!(by_key("fill").kind, "boolean");
     assert_eq!(by_key("lambda").default, serde_json::json!(0.8));
+    assert_eq!(by_key("lambda").doc, "A discount.");
     let bad = SubstrateFactory::builder("Bad Name", MethodId::M1, Family::FLAT)
         .build_without_settings(|_| Err(Error::InvalidInput("x".into())));
     assert!(bad.validate().is_err());

@@ -5,9 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::GistError;
 
-/// Settings of [`crate::GistIndex`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// Settings of [`crate::GistIndex`], and of the `m3` plugin: every field is a
+/// setting (`m3:page_tokens=300`), listed by `submem substrates` with the
+/// first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct GistConfig {
     /// Target page size in o200k tokens (`docs/METHODS.md`: about 600). Pages are
     /// cut at turn/step boundaries, so a single longer event makes a longer
