@@ -121,6 +121,18 @@ fn coerce_to(types: &[String], values: &[String], raw: &str) -> Value {
     if has("null") && matches!(raw.to_ascii_lowercase().as_str(), "none" | "null") {
         return Value::Null;
     }
+    if has("array") {
+        // A list: JSON as written, or items between `|` (a spec's commas
+        // separate its settings).
+        if let Ok(list @ Value::Array(_)) = serde_json::from_str::<Value>(raw) {
+            return list;
+        }
+        return Value::Array(
+            raw.split('|')
+                .map(|item| Value::String(item.trim().to_string()))
+                .collect(),
+        );
+    }
     if has("boolean") {
         if let Ok(b) = raw.to_ascii_lowercase().parse::<bool>() {
             return Value::Bool(b);

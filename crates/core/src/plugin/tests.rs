@@ -33,6 +33,8 @@ struct Toy {
     cap: Option<u32>,
     /// A path.
     path: String,
+    /// Words to watch for.
+    markers: Vec<String>,
 }
 
 impl SubstrateSettings for Toy {
@@ -53,6 +55,7 @@ fn toy() -> Toy {
         ranking: Ranking::Bm25,
         cap: None,
         path: "p".into(),
+        markers: vec!["won".into()],
     }
 }
 
@@ -97,7 +100,8 @@ fn strings_are_read_as_each_setting_type() {
             fill: true,
             ranking: Ranking::Dense,
             cap: Some(9),
-            path: "123".into()
+            path: "123".into(),
+            markers: vec!["won".into()],
         }
     );
     assert_eq!(parse(&f, &[]).unwrap(), toy());
@@ -124,6 +128,16 @@ fn bad_settings_say_what_is_valid() {
     assert!(e.contains("settings of toy"), "{e}");
     let e = parse(&f, &[("rho", "2")]).unwrap_err().to_string();
     assert!(e.contains("rho must be at most 1"), "{e}");
+}
+
+#[test]
+fn a_list_setting_takes_items_between_bars_or_json() {
+    let f = factory();
+    let s = parse(&f, &[("markers", "You won!| done ")]).unwrap();
+    assert_eq!(s.markers, ["You won!", "done"]);
+    let s = parse(&f, &[("markers", r#"["a|b", "c"]"#)]).unwrap();
+    assert_eq!(s.markers, ["a|b", "c"]);
+    assert_eq!(parse(&f, &[]).unwrap().markers, ["won"]);
 }
 
 #[test]

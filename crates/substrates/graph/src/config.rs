@@ -5,19 +5,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::GraphError;
 
-/// How a step that may use the LLM does its work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How a step that may use the LLM does its work (`llm` or `rule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Extractor {
     /// The memory LLM when one is configured, else the rules.
     Llm,
     /// Always the rules (no LLM call).
+    #[serde(alias = "rules")]
     Rule,
 }
 
-/// Settings of [`crate::GraphMemory`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// Settings of [`crate::GraphMemory`], and of the `m5` plugin: every field is
+/// a setting under its serde name (`m5:chunk_tokens=200,keywords=rule`),
+/// listed by `submem substrates` with the first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct GraphConfig {
     /// Target chunk size in budget tokens; chunks end at event boundaries, at
     /// session changes and at the end of a write. LightRAG uses 1,200-token
@@ -25,10 +28,10 @@ pub struct GraphConfig {
     /// chunks (a shown chunk costs its whole length), so the default is 300.
     pub chunk_tokens: usize,
     /// Entities matched by the low-level keywords and relations matched by the
-    /// high-level keywords (LightRAG `top_k`). `None` uses the query's top-k.
+    /// high-level keywords (LightRAG `top_k`; unset: the query's top-k).
     pub top_k: Option<usize>,
-    /// Chunks taken from the dense chunk index (LightRAG `chunk_top_k`).
-    /// `None` uses the query's top-k.
+    /// Chunks taken from the dense chunk index (LightRAG `chunk_top_k`;
+    /// unset: the query's top-k).
     pub chunk_top_k: Option<usize>,
     /// Chunks gathered from one matched entity or relation (its sources,
     /// newest last); bounds the fan-out of very frequent entities.
@@ -38,8 +41,8 @@ pub struct GraphConfig {
     /// Fuse a BM25 chunk list (the question's words against chunk texts,
     /// broad English stop list) beside LightRAG's dense one. Default on.
     pub lexical_chunks: bool,
-    /// Share of the allowance the entity and relation descriptions may take;
-    /// what they leave goes to chunks. Default 0.25.
+    /// Share of the allowance the entity and relation descriptions may take,
+    /// in [0, 1]; what they leave goes to chunks. Default 0.25.
     pub graph_share: f32,
     /// Longest description shown for one entity or relation, in tokens.
     pub description_tokens: usize,
@@ -54,6 +57,7 @@ pub struct GraphConfig {
     /// Keep only LLM entities whose name occurs in the chunk. Small models
     /// copy the prompt's example or invent names; LightRAG has no such check
     /// (its models are larger). Relations need both ends kept.
+    #[serde(rename = "grounded")]
     pub require_grounded_names: bool,
     /// Co-occurrence relations the rule extractor adds per turn.
     pub rule_relations_per_turn: usize,

@@ -5,13 +5,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::NotesError;
 
-/// How a read renders the notes it retrieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// How a read renders the notes it retrieved (`render=topk` or `render=fit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum RenderMode {
     /// A-Mem's read: the top-k notes and their linked notes, each shown whole
     /// (raw text and note line), packed most relevant first and shown in time
     /// order; what does not fit is left out.
+    #[serde(alias = "top-k", alias = "top_k")]
     TopK,
     /// FlexA-Mem's fit-or-degrade renderer
     /// ([`submem_kit::fit::FitOrDegrade`]) over a wider pool of candidates:
@@ -20,30 +21,38 @@ pub enum RenderMode {
     Fit,
 }
 
-/// Settings of [`crate::EvolvingNotes`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Settings of [`crate::EvolvingNotes`], and of the `m4` plugin: every field
+/// is a setting under its serde name (`m4:k=10,links=3,evolve=0.6,render=fit`),
+/// listed by `submem substrates` with the first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct NotesConfig {
-    /// Seeds per read; `None` uses the query's top-k hint (the harness's
+    /// Seeds per read (unset: the query's top-k hint, the harness's
     /// `--top-k`, 10 by default).
+    #[serde(rename = "k")]
     pub top_k: Option<usize>,
     /// Links each new note makes to its most similar earlier notes (cosine
     /// of the note embeddings). Default 3, as `docs/METHODS.md` specifies;
     /// A-Mem's reference looks at 5 neighbours.
     pub links: usize,
     /// Linked notes a read adds per seed (most similar to the query first).
+    #[serde(rename = "expand")]
     pub expand_per_seed: usize,
     /// Cosine at or above which a new note triggers evolution of that
-    /// neighbour (0.6: MiniLM cosines of unrelated conversation turns lie
-    /// around 0.1–0.4, of turns on one topic around 0.5–0.8).
+    /// neighbour, in [-1, 1]. Default 0.6: MiniLM cosines of unrelated
+    /// conversation turns lie around 0.1–0.4, of turns on one topic around
+    /// 0.5–0.8.
+    #[serde(rename = "evolve")]
     pub evolve_threshold: f32,
     /// Most neighbours one evolution call may rewrite.
     pub evolve_neighbours: usize,
-    /// How reads render.
+    /// How reads render the notes they retrieved.
     pub render: RenderMode,
     /// Candidates the fit renderer considers: seeds and links first, then the
     /// other notes by cosine, up to this many.
     pub fit_pool: usize,
     /// E: most tokens of pieces in one excerpt (fit renderer).
+    #[serde(rename = "e")]
     pub excerpt_tokens: usize,
     /// Most words of a unit's raw text shown in a prompt.
     pub prompt_words: usize,

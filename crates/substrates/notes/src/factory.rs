@@ -3,102 +3,14 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
 
-use crate::{EvolvingNotes, NotesConfig, RenderMode};
+use crate::{EvolvingNotes, NotesConfig};
 
-/// How a read renders the notes it retrieved ([`RenderMode`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RenderSetting {
-    /// A-Mem's read: the top-k notes and their links, each shown whole.
-    #[serde(alias = "top-k")]
-    Topk,
-    /// FlexA-Mem's fit-or-degrade renderer over a wider pool.
-    Fit,
-}
-
-impl From<RenderSetting> for RenderMode {
-    fn from(r: RenderSetting) -> Self {
-        match r {
-            RenderSetting::Topk => RenderMode::TopK,
-            RenderSetting::Fit => RenderMode::Fit,
-        }
-    }
-}
-
-impl From<RenderMode> for RenderSetting {
-    fn from(r: RenderMode) -> Self {
-        match r {
-            RenderMode::TopK => RenderSetting::Topk,
-            RenderMode::Fit => RenderSetting::Fit,
-        }
-    }
-}
-
-/// Settings of `m4` (see [`NotesConfig`] for each default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NotesSettings {
-    /// Seeds per read (unset: the query's top-k hint).
-    pub k: Option<usize>,
-    /// Links each new note makes to its most similar earlier notes.
-    pub links: usize,
-    /// Linked notes a read adds per seed.
-    pub expand: usize,
-    /// Cosine at or above which a new note triggers evolution of a neighbour, in [-1, 1].
-    pub evolve: f32,
-    /// Most neighbours one evolution call may rewrite.
-    pub evolve_neighbours: usize,
-    /// How reads render the notes they retrieved.
-    pub render: RenderSetting,
-    /// Candidates the fit renderer considers.
-    pub fit_pool: usize,
-    /// E: most tokens of pieces in one excerpt (fit renderer).
-    pub e: usize,
-}
-
-impl Default for NotesSettings {
-    fn default() -> Self {
-        let c = NotesConfig::default();
-        NotesSettings {
-            k: c.top_k,
-            links: c.links,
-            expand: c.expand_per_seed,
-            evolve: c.evolve_threshold,
-            evolve_neighbours: c.evolve_neighbours,
-            render: c.render.into(),
-            fit_pool: c.fit_pool,
-            e: c.excerpt_tokens,
-        }
-    }
-}
-
-impl NotesSettings {
-    /// The substrate's config (not yet validated).
-    pub fn config(&self) -> NotesConfig {
-        let mut c = NotesConfig::default()
-            .with_links(self.links)
-            .with_expand_per_seed(self.expand)
-            .with_evolve_threshold(self.evolve)
-            .with_evolve_neighbours(self.evolve_neighbours)
-            .with_render(self.render.into())
-            .with_fit_pool(self.fit_pool)
-            .with_excerpt_tokens(self.e);
-        if let Some(k) = self.k {
-            c = c.with_top_k(k);
-        }
-        c
-    }
-}
-
-impl SubstrateSettings for NotesSettings {
+impl SubstrateSettings for NotesConfig {
     fn validate(&self) -> Result<()> {
-        self.config()
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        NotesConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
@@ -110,9 +22,9 @@ pub fn notes_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M4")
         .summary("evolving notes (A-Mem): linked notes whose neighbours evolve; rule notes without an LLM")
         .llm(LlmUse::Optional)
-        .settings(NotesSettings::default())
-        .build(|ctx, s: NotesSettings| {
-            Ok(Arc::new(EvolvingNotes::new(ctx.services.clone(), s.config())?))
+        .settings(NotesConfig::default())
+        .build(|ctx, config: NotesConfig| {
+            Ok(Arc::new(EvolvingNotes::new(ctx.services.clone(), config)?))
         })
 }
 
@@ -124,19 +36,20 @@ pub fn factories() -> Vec<SubstrateFactory> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RenderMode;
     use submem_core::plugin::{BuildContext, Settings};
 
     fn parsed(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> NotesConfig {
-        f.typed::<NotesSettings>(&f.settings_from_strs(pairs).unwrap())
+        f.typed::<NotesConfig>(&f.settings_from_strs(pairs).unwrap())
             .unwrap()
-            .config()
     }
 
     #[test]
     fn m4_parses_its_settings_and_builds_without_an_llm() {
         let f = notes_factory();
         f.validate().unwrap();
-        assert_eq!(NotesSettings::default().config(), NotesConfig::default());
+        assert_eq!(parsed(&f, &[]), NotesConfig::default());
+        assert_eq!(parsed(&f, &[("embed_batch", "8")]).embed_batch, 8);
         let c = parsed(
             &f,
             &[

@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::RaptorError;
 
-/// Who writes the summary of a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+/// Who writes the summary of a cluster (`llm` or `extractive`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SummarizerKind {
     /// One LLM call per cluster when an LLM is configured; the extractive
@@ -19,13 +21,17 @@ pub enum SummarizerKind {
     Llm,
     /// Always the extractive rule: the most central sentences of the cluster
     /// (no LLM call in any phase).
+    #[serde(alias = "rule")]
     Extractive,
 }
 
 /// RAPTOR settings. Build with [`RaptorConfig::default`] and the `with_*`
-/// setters; [`RaptorConfig::validate`] checks ranges.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// setters; [`RaptorConfig::validate`] checks ranges. They are also the `m6`
+/// plugin's settings: every field under its serde name
+/// (`m6:leaf_tokens=200,summarizer=extractive`), listed by `submem
+/// substrates` with the first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct RaptorConfig {
     /// Target tokens of a leaf: consecutive events of one session are packed
     /// until the next would overflow it (an event longer than this is a leaf
@@ -33,9 +39,12 @@ pub struct RaptorConfig {
     pub leaf_tokens: usize,
     /// Dimensions the embeddings are reduced to before clustering (PCA in
     /// place of RAPTOR's UMAP). RAPTOR: 10.
+    #[serde(rename = "dims")]
     pub reduce_dims: usize,
-    /// A node joins every cluster whose GMM responsibility is at least this
-    /// (soft assignment; always at least its most likely one). RAPTOR: 0.1.
+    /// A node joins every cluster whose GMM responsibility is at least this,
+    /// in (0, 1] (soft assignment; always at least its most likely one).
+    /// RAPTOR: 0.1.
+    #[serde(rename = "threshold")]
     pub membership_threshold: f64,
     /// Largest number of mixture components tried per fit. RAPTOR: 50.
     pub max_clusters: usize,
@@ -46,11 +55,14 @@ pub struct RaptorConfig {
     /// A cluster whose members hold more tokens than this is clustered again
     /// on its own (RAPTOR's local re-clustering; its cap is 3,500 for a
     /// large model, ours is sized for a small local one).
+    #[serde(rename = "cluster_tokens")]
     pub max_cluster_tokens: usize,
     /// Most summary levels above the leaves. RAPTOR: 5 layers in its reference.
+    #[serde(rename = "depth")]
     pub max_depth: usize,
-    /// A layer with fewer nodes than this is not clustered further (RAPTOR
-    /// stops when a layer has at most `reduce_dims + 1` nodes).
+    /// A layer with fewer nodes than this is not clustered further, at least
+    /// 2 (RAPTOR stops when a layer has at most `reduce_dims + 1` nodes).
+    #[serde(rename = "min_nodes")]
     pub min_layer_nodes: usize,
     /// Who writes summaries.
     pub summarizer: SummarizerKind,
@@ -63,14 +75,17 @@ pub struct RaptorConfig {
     /// Incremental insert gives way to a full rebuild when the leaves added
     /// since the last full build exceed this share of the leaves it had.
     pub rebuild_fraction: f64,
-    /// ... or when a level-1 cluster grown by incremental inserts holds more
-    /// than `drift_growth × max_cluster_tokens` tokens.
+    /// Incremental insert also gives way to a full rebuild when a level-1
+    /// cluster it grew holds more than `drift_growth × cluster_tokens` tokens
+    /// (at least 1).
     pub drift_growth: f64,
-    /// Top-level summaries at least this similar (cosine) are merged by
-    /// `manage` (dedup).
+    /// Top-level summaries at least this similar (cosine, in (0, 1]) are
+    /// merged by `manage`.
+    #[serde(rename = "dedup")]
     pub dedup_similarity: f32,
     /// After the query's top-k nodes, keep taking nodes in rank order while
     /// they fit the allowance ("fill the budget").
+    #[serde(rename = "fill")]
     pub fill_budget: bool,
     /// Texts per embedding call.
     pub embed_batch: usize,

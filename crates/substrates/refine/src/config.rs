@@ -33,8 +33,12 @@ impl Default for EpisodeConfig {
     }
 }
 
-/// Settings of M7, distilled strategies.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Settings of M7, distilled strategies, and of the `m7` plugin: every field
+/// is a setting under its serde name (`m7:top_k=2,merge_threshold=0.9`; a list
+/// is written with `|` between its items: `success_markers=You won!|Done`),
+/// listed by `submem substrates` with the first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct StrategyConfig {
     /// Strategies shown per read (dense top-k): 1, as in ReasoningBank. A
     /// query's own `top_k` can lower it, never raise it.
@@ -50,10 +54,19 @@ pub struct StrategyConfig {
     /// Strategies whose embeddings have at least this cosine are merged by
     /// `manage`: 0.92 (near-paraphrases under MiniLM).
     pub merge_threshold: f32,
-    /// Longest rule strategy (the no-LLM fallback), in tokens: 256.
+    /// Longest rule strategy (the no-LLM fallback), in tokens, at least 8:
+    /// 256.
+    #[serde(rename = "rule_tokens")]
     pub rule_content_tokens: usize,
-    /// Episode rule.
-    pub episodes: EpisodeConfig,
+    /// Observations that end an episode as a success (the environment's
+    /// signal, no judge call): `You won!`.
+    pub success_markers: Vec<String>,
+    /// Observations that end an episode as a failure: `You lost!`.
+    pub failure_markers: Vec<String>,
+    /// Most tokens of a trajectory shown to the LLM, at least 32 (head and
+    /// tail kept, the middle cut): 1,200.
+    #[serde(rename = "trajectory_tokens")]
+    pub prompt_trajectory_tokens: usize,
 }
 
 impl Default for StrategyConfig {
@@ -66,7 +79,9 @@ impl Default for StrategyConfig {
             judge_max_tokens: 8,
             merge_threshold: 0.92,
             rule_content_tokens: 256,
-            episodes: EpisodeConfig::default(),
+            success_markers: EpisodeConfig::default().success_markers,
+            failure_markers: EpisodeConfig::default().failure_markers,
+            prompt_trajectory_tokens: EpisodeConfig::default().prompt_trajectory_tokens,
         }
     }
 }
@@ -94,8 +109,16 @@ impl StrategyConfig {
     }
     /// Sets [`EpisodeConfig::prompt_trajectory_tokens`].
     pub fn with_prompt_trajectory_tokens(mut self, n: usize) -> Self {
-        self.episodes.prompt_trajectory_tokens = n;
+        self.prompt_trajectory_tokens = n;
         self
+    }
+    /// The episode rule these settings make.
+    pub fn episodes(&self) -> EpisodeConfig {
+        EpisodeConfig {
+            success_markers: self.success_markers.clone(),
+            failure_markers: self.failure_markers.clone(),
+            prompt_trajectory_tokens: self.prompt_trajectory_tokens,
+        }
     }
 
     /// Rejects settings no run can honour.
@@ -111,7 +134,7 @@ impl StrategyConfig {
                 self.merge_threshold
             )));
         }
-        if self.rule_content_tokens < 8 || self.episodes.prompt_trajectory_tokens < 32 {
+        if self.rule_content_tokens < 8 || self.prompt_trajectory_tokens < 32 {
             return Err(RefineError::Config(
                 "rule_content_tokens must be >= 8 and prompt_trajectory_tokens >= 32".into(),
             ));
@@ -120,19 +143,23 @@ impl StrategyConfig {
     }
 }
 
-/// Settings of M8, skill bundles.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Settings of M8, skill bundles, and of the `m8` plugin: every field is a
+/// setting under its serde name (`m8:bundle_size=4`), listed by `submem
+/// substrates` with the first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct SkillConfig {
     /// Experiences per new bundle: new experiences no bundle takes are
     /// clustered with k-means into `ceil(n / bundle_size)` bundles. 8.
     pub bundle_size: usize,
     /// A new experience joins the nearest bundle when its cosine to the
-    /// bundle's centroid is at least this: 0.6.
+    /// bundle's centroid is at least this, in [-1, 1]: 0.6.
     pub join_threshold: f32,
     /// Most bundles kept; `manage` merges or prunes above it. 16.
     pub max_bundles: usize,
     /// Over the cap, the closest pair is merged when their centroids have at
-    /// least this cosine; otherwise the least-used bundle is pruned. 0.5.
+    /// least this cosine, in [-1, 1]; otherwise the least-used bundle is
+    /// pruned. 0.5.
     pub merge_threshold: f32,
     /// A bundle's skill is rewritten at write time once it has grown by this
     /// share since it was written (0.5 = half as many experiences again).
@@ -145,7 +172,8 @@ pub struct SkillConfig {
     pub skill_max_tokens: usize,
     /// Most steps and pitfalls kept per skill: 6.
     pub max_items: usize,
-    /// Longest rule skill (the no-LLM fallback), in tokens: 256.
+    /// Longest rule skill (the no-LLM fallback), in tokens, at least 8: 256.
+    #[serde(rename = "rule_tokens")]
     pub rule_skill_tokens: usize,
 }
 

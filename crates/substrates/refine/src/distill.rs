@@ -280,7 +280,7 @@ pub async fn distill_episode(
         };
     };
     let task = episode_task(entries);
-    let trajectory = trajectory_text(entries, counter, config.episodes.prompt_trajectory_tokens);
+    let trajectory = trajectory_text(entries, counter, config.prompt_trajectory_tokens);
     if judged_by == JudgedBy::None {
         match llm
             .complete(&judge_request(&task, &trajectory, config))

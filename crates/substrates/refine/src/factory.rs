@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
 
@@ -13,101 +12,15 @@ use crate::{SkillBundles, SkillConfig, StrategyBank, StrategyConfig};
 
 const PAPER: &str = "Harness the Memory";
 
-/// Settings of `m7` (see [`StrategyConfig`] for each default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StrategySettings {
-    /// Strategies shown per read (dense top-k; a query's own top-k can lower it).
-    pub top_k: usize,
-    /// Most strategies kept from one distillation call.
-    pub max_strategies: usize,
-    /// Cosine at or above which manage merges two strategies, in (0, 1].
-    pub merge_threshold: f32,
-    /// Longest rule strategy (the no-LLM fallback), in tokens (at least 8).
-    pub rule_tokens: usize,
-    /// Most tokens of a trajectory shown to the LLM (at least 32).
-    pub trajectory_tokens: usize,
-}
-
-impl Default for StrategySettings {
-    fn default() -> Self {
-        let c = StrategyConfig::default();
-        StrategySettings {
-            top_k: c.top_k,
-            max_strategies: c.max_strategies,
-            merge_threshold: c.merge_threshold,
-            rule_tokens: c.rule_content_tokens,
-            trajectory_tokens: c.episodes.prompt_trajectory_tokens,
-        }
-    }
-}
-
-impl StrategySettings {
-    /// The substrate's config (not yet validated).
-    pub fn config(&self) -> StrategyConfig {
-        StrategyConfig::default()
-            .with_top_k(self.top_k)
-            .with_max_strategies(self.max_strategies)
-            .with_merge_threshold(self.merge_threshold)
-            .with_rule_content_tokens(self.rule_tokens)
-            .with_prompt_trajectory_tokens(self.trajectory_tokens)
-    }
-}
-
-impl SubstrateSettings for StrategySettings {
+impl SubstrateSettings for StrategyConfig {
     fn validate(&self) -> Result<()> {
-        self.config()
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        StrategyConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
-/// Settings of `m8` (see [`SkillConfig`] for each default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SkillSettings {
-    /// Experiences per new bundle (k-means makes ceil(n / bundle_size) bundles).
-    pub bundle_size: usize,
-    /// Cosine to a bundle's centroid at or above which a new experience joins it, in [-1, 1].
-    pub join_threshold: f32,
-    /// Most bundles kept; manage merges or prunes above it.
-    pub max_bundles: usize,
-    /// Over the cap, the closest pair merges when their centroids' cosine reaches this, in [-1, 1].
-    pub merge_threshold: f32,
-    /// Longest rule skill (the no-LLM fallback), in tokens (at least 8).
-    pub rule_tokens: usize,
-}
-
-impl Default for SkillSettings {
-    fn default() -> Self {
-        let c = SkillConfig::default();
-        SkillSettings {
-            bundle_size: c.bundle_size,
-            join_threshold: c.join_threshold,
-            max_bundles: c.max_bundles,
-            merge_threshold: c.merge_threshold,
-            rule_tokens: c.rule_skill_tokens,
-        }
-    }
-}
-
-impl SkillSettings {
-    /// The substrate's config (not yet validated).
-    pub fn config(&self) -> SkillConfig {
-        SkillConfig::default()
-            .with_bundle_size(self.bundle_size)
-            .with_join_threshold(self.join_threshold)
-            .with_max_bundles(self.max_bundles)
-            .with_merge_threshold(self.merge_threshold)
-            .with_rule_skill_tokens(self.rule_tokens)
-    }
-}
-
-impl SubstrateSettings for SkillSettings {
+impl SubstrateSettings for SkillConfig {
     fn validate(&self) -> Result<()> {
-        self.config()
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        SkillConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
@@ -119,9 +32,9 @@ pub fn strategy_factory() -> SubstrateFactory {
         .paper(format!("{PAPER}, M7"))
         .summary("distilled strategies (ReasoningBank): episodes judged and distilled, dense top-k; rule strategies without an LLM")
         .llm(LlmUse::Optional)
-        .settings(StrategySettings::default())
-        .build(|ctx, s: StrategySettings| {
-            Ok(Arc::new(StrategyBank::new(ctx.services.clone(), s.config())?))
+        .settings(StrategyConfig::default())
+        .build(|ctx, config: StrategyConfig| {
+            Ok(Arc::new(StrategyBank::new(ctx.services.clone(), config)?))
         })
 }
 
@@ -133,9 +46,9 @@ pub fn skill_factory() -> SubstrateFactory {
         .paper(format!("{PAPER}, M8"))
         .summary("skill bundles (MemSkill): clustered experiences, one skill per bundle; rule skills without an LLM")
         .llm(LlmUse::Optional)
-        .settings(SkillSettings::default())
-        .build(|ctx, s: SkillSettings| {
-            Ok(Arc::new(SkillBundles::new(ctx.services.clone(), s.config())?))
+        .settings(SkillConfig::default())
+        .build(|ctx, config: SkillConfig| {
+            Ok(Arc::new(SkillBundles::new(ctx.services.clone(), config)?))
         })
 }
 
@@ -159,29 +72,30 @@ mod tests {
         m7.validate().unwrap();
         m8.validate().unwrap();
         assert_eq!(
-            StrategySettings::default().config(),
+            parsed::<StrategyConfig>(&m7, &[]),
             StrategyConfig::default()
         );
-        assert_eq!(SkillSettings::default().config(), SkillConfig::default());
+        assert_eq!(parsed::<SkillConfig>(&m8, &[]), SkillConfig::default());
+        // A list setting takes its items between `|`.
+        let c = parsed::<StrategyConfig>(&m7, &[("success_markers", "You won!|Task done")]);
+        assert_eq!(c.episodes().success_markers, ["You won!", "Task done"]);
 
-        let c =
-            parsed::<StrategySettings>(&m7, &[("top_k", "2"), ("merge_threshold", "0.8")]).config();
+        let c = parsed::<StrategyConfig>(&m7, &[("top_k", "2"), ("merge_threshold", "0.8")]);
         assert_eq!(c.top_k, 2);
         assert!((c.merge_threshold - 0.8).abs() < 1e-6);
-        let c = parsed::<StrategySettings>(
+        let c = parsed::<StrategyConfig>(
             &m7,
             &[
                 ("max_strategies", "2"),
                 ("rule_tokens", "64"),
                 ("trajectory_tokens", "600"),
             ],
-        )
-        .config();
+        );
         assert_eq!(
             (
                 c.max_strategies,
                 c.rule_content_tokens,
-                c.episodes.prompt_trajectory_tokens
+                c.episodes().prompt_trajectory_tokens
             ),
             (2, 64, 600)
         );
@@ -191,18 +105,16 @@ mod tests {
             .settings_from_strs(&[("trajectory_tokens", "16")])
             .is_err());
 
-        let c =
-            parsed::<SkillSettings>(&m8, &[("bundle_size", "4"), ("max_bundles", "6")]).config();
+        let c = parsed::<SkillConfig>(&m8, &[("bundle_size", "4"), ("max_bundles", "6")]);
         assert_eq!((c.bundle_size, c.max_bundles), (4, 6));
-        let c = parsed::<SkillSettings>(
+        let c = parsed::<SkillConfig>(
             &m8,
             &[
                 ("join_threshold", "0.5"),
                 ("merge_threshold", "0.4"),
                 ("rule_tokens", "32"),
             ],
-        )
-        .config();
+        );
         assert!((c.join_threshold - 0.5).abs() < 1e-6 && (c.merge_threshold - 0.4).abs() < 1e-6);
         assert_eq!(c.rule_skill_tokens, 32);
         assert!(m8.settings_from_strs(&[("join_threshold", "3")]).is_err());

@@ -274,7 +274,7 @@ impl Substrate for StrategyBank {
             let finished =
                 space
                     .journal
-                    .append(events, &*self.services.tokens, &self.config.episodes);
+                    .append(events, &*self.services.tokens, &self.config.episodes());
             space.pending.extend(finished.iter().copied());
             finished
         };
