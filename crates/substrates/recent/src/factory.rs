@@ -9,10 +9,11 @@ use submem_core::{Family, Result};
 
 use crate::{recent_window, RecentError, METHOD};
 
-/// Settings of `recent`.
+/// Settings of `recent`, and the window's whole configuration: a substrate
+/// has one such type, the schema derived on what it is built from.
 ///
-/// Every field has a doc comment: its first line is what `submem substrates`
-/// lists for the setting. Unknown keys are refused (`deny_unknown_fields`),
+/// Every field has a doc comment: its first sentence is what `submem
+/// substrates` lists for the setting. Unknown keys are refused (`deny_unknown_fields`),
 /// and [`validate`](SubstrateSettings::validate) refuses values serde accepts
 /// but the window cannot use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
