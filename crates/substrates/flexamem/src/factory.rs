@@ -12,189 +12,35 @@
 //! 128; both 64 for `flexa-paper`).
 
 use std::sync::Arc;
-use submem_kit::text::StopWords;
 
-use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
 
-use crate::{FlexaConfig, FlexaMem, Ranking, RecoveryMode};
+use crate::{FlexaConfig, FlexaMem};
 
-/// How the room left after the timeline is filled ([`RecoveryMode`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ModeSetting {
-    /// Unit recovery for agentic queries, piece recovery for conversational ones.
-    Auto,
-    /// Unit recovery.
-    Unit,
-    /// Piece recovery.
-    Piece,
-}
-
-impl From<ModeSetting> for RecoveryMode {
-    fn from(m: ModeSetting) -> Self {
-        match m {
-            ModeSetting::Auto => RecoveryMode::Auto,
-            ModeSetting::Unit => RecoveryMode::Unit,
-            ModeSetting::Piece => RecoveryMode::Piece,
-        }
-    }
-}
-
-impl From<RecoveryMode> for ModeSetting {
-    fn from(m: RecoveryMode) -> Self {
-        match m {
-            RecoveryMode::Auto => ModeSetting::Auto,
-            RecoveryMode::Unit => ModeSetting::Unit,
-            RecoveryMode::Piece => ModeSetting::Piece,
-        }
-    }
-}
-
-/// How pieces are ranked against the query ([`Ranking`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RankingSetting {
-    /// Okapi BM25 over content words.
-    Bm25,
-    /// Cosine of the embeddings.
-    Dense,
-    /// Reciprocal rank fusion of BM25 and dense.
-    Hybrid,
-}
-
-impl From<RankingSetting> for Ranking {
-    fn from(r: RankingSetting) -> Self {
-        match r {
-            RankingSetting::Bm25 => Ranking::Bm25,
-            RankingSetting::Dense => Ranking::Dense,
-            RankingSetting::Hybrid => Ranking::Hybrid,
-        }
-    }
-}
-
-/// Settings of `flexa` and `flexa-paper` (see [`FlexaConfig`] for each
-/// default and the measurements behind it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FlexaSettings {
-    /// κ: most tokens of one piece of an agent step.
-    pub kappa: usize,
-    /// κ of a conversation turn (piece recovery ranks these pieces).
-    pub turn_kappa: usize,
-    /// E: most tokens of the pieces of one excerpt.
-    pub e: usize,
-    /// k: seed units in unit recovery (also written `k`).
-    #[serde(alias = "k")]
-    pub seeds: usize,
-    /// λ: discount of units reached from a seed through a link or time, in (0, 1).
-    pub lambda: f32,
-    /// ρ: the timeline's share of the allowance, in both recovery modes (unset: each mode's default).
-    pub rho: Option<f32>,
-    /// ρ of piece recovery alone (unset: same as rho; both unset: piece recovery's default).
-    pub piece_rho: Option<f32>,
-    /// Recovery mode.
-    pub mode: ModeSetting,
-    /// Piece ranking in both recovery modes (unset: each mode's default).
-    pub ranking: Option<RankingSetting>,
-    /// Piece ranking of piece recovery alone (unset: same as ranking; both unset: piece recovery's default).
-    pub piece_ranking: Option<RankingSetting>,
-    /// Target tokens of a conversation span.
-    pub unit_tokens: usize,
-    /// Tokens at which an agent unit is sealed.
-    pub agent_unit_tokens: usize,
-    /// Links written per note (both directions).
-    pub links: usize,
-    /// Most records merged into one merged record.
-    pub merge_group: usize,
-    /// Most words of a record.
-    pub record_words: usize,
-    /// Show consecutive chosen pieces of one event as the raw text they span.
-    pub join: bool,
-    /// Stop words of the BM25 piece index: `english`, `lucene` or `none`.
-    pub stopwords: StopWords,
-}
-
-impl FlexaSettings {
-    /// The settings that leave `base` as it is.
-    pub fn new(base: &FlexaConfig) -> Self {
-        FlexaSettings {
-            kappa: base.piece_tokens,
-            turn_kappa: base.turn_piece_tokens,
-            e: base.excerpt_tokens,
-            seeds: base.seeds,
-            lambda: base.lambda,
-            rho: None,
-            piece_rho: None,
-            mode: base.mode.into(),
-            ranking: None,
-            piece_ranking: None,
-            unit_tokens: base.conversation_unit_tokens,
-            agent_unit_tokens: base.agent_unit_tokens,
-            links: base.links,
-            merge_group: base.merge_group,
-            record_words: base.record_words,
-            join: base.join_pieces,
-            stopwords: base.stop_words,
-        }
-    }
-
-    /// The substrate's config: these settings over `base` (not yet
-    /// validated).
-    pub fn config(&self, base: &FlexaConfig) -> FlexaConfig {
-        let mut c = base
-            .clone()
-            .with_piece_tokens(self.kappa)
-            .with_turn_piece_tokens(self.turn_kappa)
-            .with_excerpt_tokens(self.e)
-            .with_seeds(self.seeds)
-            .with_lambda(self.lambda)
-            .with_conversation_unit_tokens(self.unit_tokens)
-            .with_agent_unit_tokens(self.agent_unit_tokens)
-            .with_links(self.links)
-            .with_merge_group(self.merge_group)
-            .with_record_words(self.record_words)
-            .with_join_pieces(self.join)
-            .with_stop_words(self.stopwords)
-            .with_mode(self.mode.into());
-        if let Some(rho) = self.rho {
-            c = c.with_rho(rho).with_piece_rho(rho);
-        }
-        if let Some(r) = self.ranking {
-            c = c.with_ranking(r.into()).with_piece_ranking(r.into());
-        }
-        if let Some(rho) = self.piece_rho {
-            c = c.with_piece_rho(rho);
-        }
-        if let Some(r) = self.piece_ranking {
-            c = c.with_piece_ranking(r.into());
-        }
-        c
-    }
-}
-
-impl SubstrateSettings for FlexaSettings {
+impl SubstrateSettings for FlexaConfig {
     fn validate(&self) -> Result<()> {
-        // The base only fills what these settings leave unset (piece
-        // recovery's ρ and ranking), valid in both bases.
-        self.config(&FlexaConfig::default())
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        // Settings parse with `FlexaConfig::default`'s recovery defaults,
+        // which only fill what they leave unset (piece recovery's ρ and
+        // ranking), valid in both variants.
+        FlexaConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
+/// The factory `name` whose settings default to `base`; a build keeps
+/// `base`'s recovery defaults, which are no setting.
 fn factory(name: &str, aliases: &[&str], summary: &str, base: FlexaConfig) -> SubstrateFactory {
+    let defaults = base.recovery_defaults;
     SubstrateFactory::builder(name, MethodId::FLEXA_MEM, Family::WRITE_ONCE_RENDER)
         .aliases(aliases)
         .paper("FlexA-Mem")
         .summary(summary)
         .llm(LlmUse::Optional)
-        .settings(FlexaSettings::new(&base))
-        .build(move |ctx, s: FlexaSettings| {
+        .settings(base)
+        .build(move |ctx, config: FlexaConfig| {
             Ok(Arc::new(FlexaMem::new(
                 ctx.services.clone(),
-                s.config(&base),
+                config.with_recovery_defaults(defaults),
             )?))
         })
 }
@@ -227,7 +73,9 @@ pub fn factories() -> Vec<SubstrateFactory> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Ranking, RecoveryMode};
     use submem_core::plugin::{BuildContext, Settings};
+    use submem_kit::text::StopWords;
 
     /// The config `pairs` give over `base`, as the factory builds it.
     fn parsed(f: &SubstrateFactory, base: &FlexaConfig, pairs: &[(&str, &str)]) -> FlexaConfig {
@@ -237,7 +85,9 @@ mod tests {
     /// The config checked JSON settings give over `base`.
     fn typed(f: &SubstrateFactory, base: &FlexaConfig, given: Settings) -> FlexaConfig {
         f.check(&given).unwrap();
-        f.typed::<FlexaSettings>(&given).unwrap().config(base)
+        f.typed::<FlexaConfig>(&given)
+            .unwrap()
+            .with_recovery_defaults(base.recovery_defaults)
     }
 
     #[test]
@@ -261,18 +111,31 @@ mod tests {
                 ("rho", "0.4"),
             ],
         );
-        assert!((c.piece_rho - 0.4).abs() < 1e-6 && c.piece_ranking == Ranking::Hybrid);
+        assert!(
+            (c.piece_recovery_rho() - 0.4).abs() < 1e-6
+                && c.piece_recovery_ranking() == Ranking::Hybrid
+        );
         assert_eq!(
-            (c.piece_tokens, c.ranking, c.mode),
+            (c.piece_tokens, c.unit_recovery_ranking(), c.mode),
             (32, Ranking::Hybrid, RecoveryMode::Piece)
         );
-        assert!((c.rho - 0.4).abs() < 1e-6);
+        assert!((c.unit_recovery_rho() - 0.4).abs() < 1e-6);
 
         let c = parsed(&paper, &p, &[("piece_rho", "0.3")]);
         assert!(
-            (c.piece_rho - 0.3).abs() < 1e-6 && c.piece_ranking == Ranking::Bm25 && !c.join_pieces
+            (c.piece_recovery_rho() - 0.3).abs() < 1e-6
+                && c.piece_recovery_ranking() == Ranking::Bm25
+                && !c.join_pieces
         );
-        assert!((c.rho - 0.5).abs() < 1e-6);
+        assert!((c.unit_recovery_rho() - 0.5).abs() < 1e-6);
+        // In `flexa-paper` too, `rho` sets both modes.
+        let c = parsed(&paper, &p, &[("rho", "0.3"), ("ranking", "dense")]);
+        assert!((c.unit_recovery_rho() - 0.3).abs() < 1e-6);
+        assert!((c.piece_recovery_rho() - 0.3).abs() < 1e-6);
+        assert_eq!(
+            (c.unit_recovery_ranking(), c.piece_recovery_ranking()),
+            (Ranking::Dense, Ranking::Dense)
+        );
         let c = parsed(
             &flexa,
             &d,
@@ -282,9 +145,12 @@ mod tests {
                 ("piece_ranking", "BM25"),
             ],
         );
-        assert!((c.rho - 0.3).abs() < 1e-6 && (c.piece_rho - 0.2).abs() < 1e-6);
+        assert!(
+            (c.unit_recovery_rho() - 0.3).abs() < 1e-6
+                && (c.piece_recovery_rho() - 0.2).abs() < 1e-6
+        );
         assert_eq!(
-            (c.ranking, c.piece_ranking),
+            (c.unit_recovery_ranking(), c.piece_recovery_ranking()),
             (Ranking::Hybrid, Ranking::Bm25)
         );
         let c = parsed(
@@ -293,7 +159,7 @@ mod tests {
             &[("ranking", "bm25"), ("piece_ranking", "dense")],
         );
         assert_eq!(
-            (c.ranking, c.piece_ranking),
+            (c.unit_recovery_ranking(), c.piece_recovery_ranking()),
             (Ranking::Bm25, Ranking::Dense)
         );
         // `k` is read through serde's alias, from a string or from JSON.
@@ -329,6 +195,31 @@ mod tests {
             (100, 900, 700, 2, 3, 50, false)
         );
         assert!((c.lambda - 0.5).abs() < 1e-6);
+        let c = parsed(
+            &flexa,
+            &d,
+            &[
+                ("stopwords", "english"),
+                ("turn_kappa", "96"),
+                ("merged_record_words", "100"),
+                ("merged_record_cut_words", "110"),
+                ("prompt_raw_tokens", "900"),
+                ("record_max_tokens", "128"),
+                ("sticky_agent_merges", "false"),
+            ],
+        );
+        assert_eq!(
+            (
+                c.stop_words,
+                c.turn_piece_tokens,
+                c.merged_record_words,
+                c.merged_record_cut_words,
+                c.prompt_raw_tokens,
+                c.record_max_tokens,
+                c.sticky_agent_merges
+            ),
+            (StopWords::English, 96, 100, 110, 900, 128, false)
+        );
     }
 
     #[test]
@@ -352,7 +243,16 @@ mod tests {
         assert!(flexa.settings_from_strs(&[("merge_group", "1")]).is_err());
         assert!(flexa.settings_from_strs(&[("mode", "both")]).is_err());
         assert!(flexa.settings_from_strs(&[("kappa", "0")]).is_err());
-        assert!(flexa.settings_from_strs(&[("colour", "red")]).is_err());
+        for key in ["colour", "piece_tokens", "recovery_defaults"] {
+            let e = flexa
+                .settings_from_strs(&[(key, "1")])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("unknown setting `{key}`")), "{e}");
+        }
+        assert!(flexa
+            .settings_from_strs(&[("merged_record_cut_words", "10")])
+            .is_err());
         let d = flexa.describe();
         let by_key = |k: &str| d.settings.iter().find(|s| s.key == k).unwrap().clone();
         assert_eq!(by_key("ranking").kind, "bm25|dense|hybrid?");

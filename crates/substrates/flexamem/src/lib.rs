@@ -200,7 +200,7 @@ mod substrate;
 pub mod timeline;
 pub mod vectors;
 
-pub use config::{FlexaConfig, PieceSizes, Ranking, RecoveryMode};
+pub use config::{FlexaConfig, PieceSizes, Ranking, RecoveryDefaults, RecoveryMode};
 pub use error::FlexaError;
 pub use factory::factories;
 pub use mem::{FlexaMem, FlexaStats, FORMAT_VERSION, LOG_FILE, STORE_NAME};

@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
 
@@ -32,54 +31,9 @@ pub fn full_context_factory() -> SubstrateFactory {
         })
 }
 
-/// Settings of `m11` (see [`EpiCacheConfig`] for each default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EpiCacheSettings {
-    /// Episodes per namespace: the k of k-means, capped by the number of segments.
-    pub k: usize,
-    /// Consecutive turns (or steps) per clustering segment.
-    pub segment: usize,
-    /// Share of an episode's tokens kept, in (0, 1].
-    pub keep: f32,
-    /// Prefill one KV cache per episode on manage when the LLM offers prefix caching.
-    pub kv_cache: bool,
-    /// k-means restarts (the best inertia wins).
-    pub runs: usize,
-}
-
-impl Default for EpiCacheSettings {
-    fn default() -> Self {
-        let c = EpiCacheConfig::default();
-        EpiCacheSettings {
-            k: c.episodes,
-            segment: c.segment_turns,
-            keep: c.keep_ratio,
-            kv_cache: c.kv_cache,
-            runs: c.kmeans_runs,
-        }
-    }
-}
-
-impl EpiCacheSettings {
-    /// The substrate's config with caches prefilled under `reader_head` (not
-    /// yet validated).
-    pub fn config(&self, reader_head: ReaderHead) -> EpiCacheConfig {
-        EpiCacheConfig::default()
-            .with_reader_head(reader_head)
-            .with_episodes(self.k)
-            .with_segment_turns(self.segment)
-            .with_keep_ratio(self.keep)
-            .with_kv_cache(self.kv_cache)
-            .with_kmeans_runs(self.runs)
-    }
-}
-
-impl SubstrateSettings for EpiCacheSettings {
+impl SubstrateSettings for EpiCacheConfig {
     fn validate(&self) -> Result<()> {
-        self.config(ReaderHead::default())
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        EpiCacheConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
@@ -92,11 +46,11 @@ pub fn epicache_factory() -> SubstrateFactory {
         .paper(format!("{PAPER}, M11"))
         .summary("episode re-prefill (EpiCache): k-means episodes, the query's nearest shown; KV caches prefilled when the memory LLM is local")
         .llm(LlmUse::Optional)
-        .settings(EpiCacheSettings::default())
-        .build(|ctx, s: EpiCacheSettings| {
+        .settings(EpiCacheConfig::default())
+        .build(|ctx, config: EpiCacheConfig| {
             Ok(Arc::new(EpiCache::new(
                 ctx.services.clone(),
-                s.config(ReaderHead::from(&ctx.reader)),
+                config.with_reader_head(ReaderHead::from(&ctx.reader)),
             )?))
         })
 }
@@ -136,35 +90,44 @@ mod tests {
         let f = epicache_factory();
         f.validate().unwrap();
         assert!(f.answers_to("epicache") && !f.answers_to("episodes"));
-        assert_eq!(
-            EpiCacheSettings::default().config(ReaderHead::default()),
-            EpiCacheConfig::default()
-        );
-        let s: EpiCacheSettings = f
-            .typed(
-                &f.settings_from_strs(&[("k", "6"), ("keep", "0.5")])
-                    .unwrap(),
-            )
-            .unwrap();
-        let c = s.config(head());
+        let parsed = |pairs: &[(&str, &str)]| -> EpiCacheConfig {
+            f.typed(&f.settings_from_strs(pairs).unwrap()).unwrap()
+        };
+        assert_eq!(parsed(&[]), EpiCacheConfig::default());
+        let c = parsed(&[("k", "6"), ("keep", "0.5")]);
         assert_eq!((c.episodes, c.keep_ratio), (6, 0.5));
-        assert_eq!(c.reader_head, head());
-        let s: EpiCacheSettings = f
-            .typed(
-                &f.settings_from_strs(&[("segment", "2"), ("kv_cache", "false"), ("runs", "3")])
-                    .unwrap(),
-            )
-            .unwrap();
-        let c = s.config(head());
+        assert_eq!(c.reader_head, ReaderHead::default());
+        let c = parsed(&[("segment", "2"), ("kv_cache", "false"), ("runs", "3")]);
         assert_eq!((c.segment_turns, c.kv_cache, c.kmeans_runs), (2, false, 3));
+        let c = parsed(&[("kmeans_max_iterations", "7"), ("embed_batch", "8")]);
+        assert_eq!((c.kmeans_max_iterations, c.embed_batch), (7, 8));
         assert!(f.settings_from_strs(&[("keep", "2")]).is_err());
         assert!(f.settings_from_strs(&[("k", "0")]).is_err());
-        assert!(f.settings_from_strs(&[("episodes", "3")]).is_err());
+        assert!(f.settings_from_strs(&[("embed_batch", "0")]).is_err());
+        for key in ["episodes", "reader_head"] {
+            let e = f.settings_from_strs(&[(key, "3")]).unwrap_err().to_string();
+            assert!(e.contains(&format!("unknown setting `{key}`")), "{e}");
+        }
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         for f in factories() {
             let s = f.build(&ctx, &Settings::new()).unwrap();
             assert_eq!(&s.info().method, f.method());
         }
+        let reader = submem_core::plugin::ReaderPrompt {
+            system: head().system,
+            memory_intro: head().memory_intro,
+            ..Default::default()
+        };
+        let ctx =
+            BuildContext::new(submem_core::test_utils::test_services(None)).with_reader(reader);
+        let s = f
+            .build(&ctx, &f.settings_from_strs(&[("k", "6")]).unwrap())
+            .unwrap();
+        let shown = format!("{s:?}");
+        assert!(
+            shown.contains(&format!("reader_head: {:?}", head())),
+            "{shown}"
+        );
     }
 
     #[test]

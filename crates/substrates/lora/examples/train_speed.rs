@@ -71,7 +71,7 @@ fn main() {
                 &cfg.prompt,
                 &p.question,
                 &p.answer,
-                cfg.train.max_seq_tokens,
+                cfg.max_seq_tokens,
             )
             .unwrap()
             .unwrap()
@@ -80,7 +80,7 @@ fn main() {
     let tokens: usize = examples.iter().map(|e| e.ids.len()).sum();
     let scored: usize = examples.iter().map(Example::answer_tokens).sum();
     let adapter = Adapter::new(model.base().config(), cfg.rank, cfg.alpha, 1).unwrap();
-    let report = train(model.base(), &adapter, &examples, &cfg.train).unwrap();
+    let report = train(model.base(), &adapter, &examples, &cfg.train()).unwrap();
     let per_epoch = report.seconds / epochs.max(1) as f64;
     println!(
         "pairs {n}, epochs {epochs}, batch {batch}: {:.1} s total, {:.1} s per 100 pairs per epoch, \

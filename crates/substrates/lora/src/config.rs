@@ -1,8 +1,10 @@
 //! Settings of M9. Every numeric default is a starting point (the paper gives
 //! only r = 8 and answer-only loss); each has a `with_*` setter.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use submem_core::plugin::ReaderPrompt;
 use submem_core::ChatMessage;
 use submem_models::LocalLlm;
@@ -76,7 +78,8 @@ impl PromptFormat {
     }
 }
 
-/// Optimiser and schedule.
+/// Optimiser and schedule, as [`crate::train::train`] takes them; a
+/// [`LoraConfig`] holds them as its own fields ([`LoraConfig::train`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainConfig {
     /// Passes over the QA pairs.
@@ -106,42 +109,79 @@ impl Default for TrainConfig {
     }
 }
 
-/// Settings of [`crate::LoraMemory`].
-#[derive(Debug, Clone)]
+/// Settings of [`crate::LoraMemory`], and of the `m9` plugin: every field but
+/// the prompt is a setting (`m9:rank=4`), listed by `submem substrates` with
+/// the first sentence of its doc.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct LoraConfig {
-    /// LoRA rank r (the paper: 8).
+    /// LoRA rank r. The paper uses 8.
     pub rank: usize,
     /// LoRA α; updates are scaled by α / r.
     pub alpha: f64,
-    /// Training.
-    pub train: TrainConfig,
-    /// Most budget tokens of history per QA-synthesis call (cut at events).
+    /// Passes over the synthesised question-answer pairs.
+    pub epochs: usize,
+    /// Sequences per optimiser step. Its setting is `batch`.
+    #[serde(rename = "batch")]
+    pub batch_size: usize,
+    /// AdamW learning rate. LoRA tolerates larger rates than full tuning.
+    /// Its setting is `lr`.
+    #[serde(rename = "lr")]
+    pub learning_rate: f64,
+    /// AdamW weight decay (at least 0).
+    pub weight_decay: f64,
+    /// Longest training sequence in model tokens (at least 8). A sequence is
+    /// the prompt and the answer.
+    pub max_seq_tokens: usize,
+    /// Seed of the shuffling and of A's initialisation.
+    pub seed: u64,
+    /// Most tokens of history per question-answer synthesis call. A chunk is
+    /// cut at events, in budget tokens.
     pub chunk_tokens: usize,
-    /// QA pairs asked for per chunk.
+    /// Question-answer pairs asked for per chunk. Its setting is `pairs`.
+    #[serde(rename = "pairs")]
     pub pairs_per_chunk: usize,
-    /// Most new tokens of a QA-synthesis reply.
+    /// Most new tokens of a question-answer synthesis reply.
     pub qa_max_tokens: usize,
-    /// Longest context of the adapted model at read time (rotary table size).
+    /// Longest context of the adapted model at read time (at least 64). It
+    /// sizes the rotary table. Its setting is `context`.
+    #[serde(rename = "context")]
     pub max_context: usize,
-    /// After a forget, keep answering with the old adapter (marked stale)
-    /// until the next manage retrains it. Off by default: the base model
-    /// answers instead, so forgotten facts cannot leak from the weights.
+    /// After a forget, keep answering with the old adapter until the next manage retrains it.
+    /// The adapter is then marked stale. Off by default: the base model
+    /// answers instead, so forgotten facts cannot leak from the weights. Its
+    /// setting is `serve_stale`.
+    #[serde(rename = "serve_stale")]
     pub serve_stale_adapter: bool,
-    /// Prompt of training and reading.
+    /// The base model's GGUF file (unset: the local SmolLM2 that submem-models resolves).
+    /// The `m9` plugin loads it; [`crate::LoraMemory::new`] takes a loaded
+    /// model instead and does not read this.
+    pub gguf: Option<PathBuf>,
+    /// Prompt of training and reading. Not a setting: the `m9` plugin takes
+    /// it from the build context's reader prompt
+    /// ([`PromptFormat::from_reader`]).
+    #[serde(skip)]
     pub prompt: PromptFormat,
 }
 
 impl Default for LoraConfig {
     fn default() -> Self {
+        let train = TrainConfig::default();
         LoraConfig {
             rank: 8,
             alpha: 16.0,
-            train: TrainConfig::default(),
+            epochs: train.epochs,
+            batch_size: train.batch_size,
+            learning_rate: train.learning_rate,
+            weight_decay: train.weight_decay,
+            max_seq_tokens: train.max_seq_tokens,
+            seed: train.seed,
             chunk_tokens: 400,
             pairs_per_chunk: 4,
             qa_max_tokens: 256,
             max_context: 2048,
             serve_stale_adapter: false,
+            gguf: None,
             prompt: PromptFormat::default(),
         }
     }
@@ -160,27 +200,27 @@ impl LoraConfig {
     }
     /// Sets the epochs.
     pub fn with_epochs(mut self, n: usize) -> Self {
-        self.train.epochs = n;
+        self.epochs = n;
         self
     }
     /// Sets the batch size.
     pub fn with_batch_size(mut self, n: usize) -> Self {
-        self.train.batch_size = n;
+        self.batch_size = n;
         self
     }
     /// Sets the learning rate.
     pub fn with_learning_rate(mut self, lr: f64) -> Self {
-        self.train.learning_rate = lr;
+        self.learning_rate = lr;
         self
     }
     /// Sets the longest training sequence.
     pub fn with_max_seq_tokens(mut self, n: usize) -> Self {
-        self.train.max_seq_tokens = n;
+        self.max_seq_tokens = n;
         self
     }
     /// Sets the seed.
     pub fn with_seed(mut self, s: u64) -> Self {
-        self.train.seed = s;
+        self.seed = s;
         self
     }
     /// Sets the chunk size of QA synthesis.
@@ -204,6 +244,18 @@ impl LoraConfig {
         self
     }
 
+    /// The optimiser and schedule of these settings.
+    pub fn train(&self) -> TrainConfig {
+        TrainConfig {
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            learning_rate: self.learning_rate,
+            weight_decay: self.weight_decay,
+            max_seq_tokens: self.max_seq_tokens,
+            seed: self.seed,
+        }
+    }
+
     /// Rejects settings no run can use.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(LoraError::Config(m.into()));
@@ -213,17 +265,23 @@ impl LoraConfig {
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
             return bad("alpha must be positive");
         }
-        if self.train.batch_size == 0 {
+        if self.batch_size == 0 {
             return bad("batch_size must be at least 1");
         }
-        if !(self.train.learning_rate.is_finite() && self.train.learning_rate > 0.0) {
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return bad("learning rate must be positive");
         }
-        if self.train.max_seq_tokens < 8 || self.chunk_tokens == 0 || self.pairs_per_chunk == 0 {
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return bad("weight_decay must be finite and not negative");
+        }
+        if self.max_seq_tokens < 8 || self.chunk_tokens == 0 || self.pairs_per_chunk == 0 {
             return bad("max_seq_tokens >= 8, chunk_tokens >= 1 and pairs_per_chunk >= 1");
         }
         if self.max_context < 64 {
             return bad("max_context must be at least 64");
+        }
+        if self.qa_max_tokens == 0 {
+            return bad("qa_max_tokens must be at least 1");
         }
         Ok(())
     }

@@ -14,7 +14,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
 use submem_models::ModelsError;
@@ -26,79 +25,9 @@ const NEEDS_WEIGHTS: &str = "M9 trains the local SmolLM2 weights even with a rem
 /// How to provide them.
 const FIX: &str = "run `submem models fetch`, or set gguf=<path to a llama GGUF>";
 
-/// Settings of `m9` (see [`LoraConfig`] and [`crate::TrainConfig`] for each
-/// default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LoraSettings {
-    /// LoRA rank r.
-    pub rank: usize,
-    /// LoRA α; updates are scaled by α / r.
-    pub alpha: f64,
-    /// Passes over the synthesised question-answer pairs.
-    pub epochs: usize,
-    /// Sequences per optimiser step.
-    pub batch: usize,
-    /// AdamW learning rate.
-    pub lr: f64,
-    /// Longest training sequence in model tokens (at least 8).
-    pub max_seq_tokens: usize,
-    /// Most tokens of history per question-answer synthesis call.
-    pub chunk_tokens: usize,
-    /// Question-answer pairs asked for per chunk.
-    pub pairs: usize,
-    /// After a forget, keep answering with the old adapter until the next manage retrains it.
-    pub serve_stale: bool,
-    /// Longest context of the adapted model at read time (at least 64).
-    pub context: usize,
-    /// The base model's GGUF file (unset: the local SmolLM2 that submem-models resolves).
-    pub gguf: Option<PathBuf>,
-}
-
-impl Default for LoraSettings {
-    fn default() -> Self {
-        let c = LoraConfig::default();
-        LoraSettings {
-            rank: c.rank,
-            alpha: c.alpha,
-            epochs: c.train.epochs,
-            batch: c.train.batch_size,
-            lr: c.train.learning_rate,
-            max_seq_tokens: c.train.max_seq_tokens,
-            chunk_tokens: c.chunk_tokens,
-            pairs: c.pairs_per_chunk,
-            serve_stale: c.serve_stale_adapter,
-            context: c.max_context,
-            gguf: None,
-        }
-    }
-}
-
-impl LoraSettings {
-    /// The substrate's config, training and reading with `prompt` (not yet
-    /// validated).
-    pub fn config(&self, prompt: PromptFormat) -> LoraConfig {
-        let mut c = LoraConfig::default()
-            .with_prompt(prompt)
-            .with_rank(self.rank)
-            .with_alpha(self.alpha)
-            .with_epochs(self.epochs)
-            .with_batch_size(self.batch)
-            .with_learning_rate(self.lr)
-            .with_max_seq_tokens(self.max_seq_tokens)
-            .with_chunk_tokens(self.chunk_tokens)
-            .with_pairs_per_chunk(self.pairs)
-            .with_serve_stale_adapter(self.serve_stale);
-        c.max_context = self.context;
-        c
-    }
-}
-
-impl SubstrateSettings for LoraSettings {
+impl SubstrateSettings for LoraConfig {
     fn validate(&self) -> Result<()> {
-        self.config(PromptFormat::default())
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        LoraConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
@@ -160,10 +89,10 @@ pub fn lora_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M9")
         .summary("LoRA adapter on the local SmolLM2 (needs its weights), trained on synthesised QA pairs; cloze pairs without an LLM")
         .llm(LlmUse::Optional)
-        .settings(LoraSettings::default())
-        .build(move |ctx, s: LoraSettings| {
-            let config = s.config(PromptFormat::from_reader(&ctx.reader));
-            let model = load_base(s.gguf.as_deref(), config.max_context)?;
+        .settings(LoraConfig::default())
+        .build(move |ctx, config: LoraConfig| {
+            let config = config.with_prompt(PromptFormat::from_reader(&ctx.reader));
+            let model = load_base(config.gguf.as_deref(), config.max_context)?;
             Ok(Arc::new(LoraMemory::new(ctx.services.clone(), config, model)?))
         })
 }
@@ -176,13 +105,13 @@ pub fn factories() -> Vec<SubstrateFactory> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TrainConfig;
     use submem_core::plugin::BuildContext;
     use submem_core::ChatMessage;
 
-    fn typed(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> LoraSettings {
-        let mut merged = f.defaults().clone();
-        merged.extend(f.settings_from_strs(pairs).unwrap());
-        serde_json::from_value(serde_json::Value::Object(merged)).unwrap()
+    fn typed(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> LoraConfig {
+        f.typed::<LoraConfig>(&f.settings_from_strs(pairs).unwrap())
+            .unwrap()
     }
 
     fn harness_messages(question: &str) -> Vec<ChatMessage> {
@@ -198,7 +127,7 @@ mod tests {
         let f = lora_factory();
         f.validate().unwrap();
         assert!(f.answers_to("lora") && f.answers_to("M9") && !f.answers_to("adapter"));
-        let s = typed(
+        let c = typed(
             &f,
             &[
                 ("rank", "4"),
@@ -208,16 +137,15 @@ mod tests {
                 ("serve_stale", "true"),
             ],
         );
-        let c = s.config(harness());
-        assert_eq!(
-            (c.rank, c.train.epochs, c.serve_stale_adapter),
-            (4, 2, true)
-        );
-        assert!((c.alpha - 8.0).abs() < 1e-12 && (c.train.learning_rate - 0.002).abs() < 1e-12);
-        // The adapter trains on the prompt it was given.
+        assert_eq!((c.rank, c.epochs, c.serve_stale_adapter), (4, 2, true));
+        assert!((c.alpha - 8.0).abs() < 1e-12 && (c.learning_rate - 0.002).abs() < 1e-12);
+        // The prompt is no setting: a parsed config has the default one, and
+        // the adapter trains on the prompt it was given.
+        assert_eq!(c.prompt.name, PromptFormat::default().name);
+        let c = c.with_prompt(harness());
         assert_eq!(c.prompt.name, "harness-reader");
         assert_eq!((c.prompt.messages)("Where?"), harness_messages("Where?"));
-        let s = typed(
+        let c = typed(
             &f,
             &[
                 ("batch", "2"),
@@ -228,36 +156,48 @@ mod tests {
                 ("gguf", "/models/smol.gguf"),
             ],
         );
-        let c = s.config(harness());
         assert_eq!(
             (
-                c.train.batch_size,
-                c.train.max_seq_tokens,
+                c.batch_size,
+                c.max_seq_tokens,
                 c.chunk_tokens,
                 c.pairs_per_chunk,
                 c.max_context
             ),
             (2, 128, 300, 3, 1024)
         );
-        assert_eq!(s.gguf, Some(PathBuf::from("/models/smol.gguf")));
-        let d = LoraSettings::default().config(harness());
+        assert_eq!(c.gguf, Some(PathBuf::from("/models/smol.gguf")));
+        let c = typed(
+            &f,
+            &[
+                ("weight_decay", "0.01"),
+                ("seed", "3"),
+                ("qa_max_tokens", "128"),
+            ],
+        );
+        assert_eq!((c.train().seed, c.qa_max_tokens), (3, 128));
+        assert!((c.train().weight_decay - 0.01).abs() < 1e-12);
+        let d = typed(&f, &[]);
         let base = LoraConfig::default();
         assert_eq!(
             (
                 d.rank,
                 d.alpha,
-                d.train.clone(),
+                d.train(),
                 d.chunk_tokens,
-                d.pairs_per_chunk
+                d.pairs_per_chunk,
+                d.gguf.clone()
             ),
             (
                 base.rank,
                 base.alpha,
-                base.train,
+                base.train(),
                 base.chunk_tokens,
-                base.pairs_per_chunk
+                base.pairs_per_chunk,
+                None
             )
         );
+        assert_eq!(base.train(), TrainConfig::default());
         assert_eq!(
             (d.qa_max_tokens, d.max_context, d.serve_stale_adapter),
             (
@@ -269,10 +209,15 @@ mod tests {
         assert!(f
             .settings_from_strs(&[("rank", "4"), ("epochs", "1"), ("serve_stale", "true")])
             .is_ok());
-        assert!(f.settings_from_strs(&[("depth", "3")]).is_err());
+        for key in ["depth", "batch_size", "prompt", "train"] {
+            let e = f.settings_from_strs(&[(key, "3")]).unwrap_err().to_string();
+            assert!(e.contains(&format!("unknown setting `{key}`")), "{e}");
+        }
         assert!(f.settings_from_strs(&[("rank", "0")]).is_err());
         assert!(f.settings_from_strs(&[("context", "32")]).is_err());
         assert!(f.settings_from_strs(&[("lr", "0")]).is_err());
+        assert!(f.settings_from_strs(&[("weight_decay", "-1")]).is_err());
+        assert!(f.settings_from_strs(&[("qa_max_tokens", "0")]).is_err());
     }
 
     #[test]

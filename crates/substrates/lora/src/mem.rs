@@ -436,7 +436,7 @@ pub(crate) fn train_pairs(
             &config.prompt,
             &p.question,
             &p.answer,
-            config.train.max_seq_tokens,
+            config.max_seq_tokens,
         )? {
             examples.push(e);
         }
@@ -445,7 +445,7 @@ pub(crate) fn train_pairs(
         return Ok(None);
     }
     let base = model.base();
-    let adapter = Adapter::new(base.config(), config.rank, config.alpha, config.train.seed)?;
-    let report = train(base, &adapter, &examples, &config.train)?;
+    let adapter = Adapter::new(base.config(), config.rank, config.alpha, config.seed)?;
+    let report = train(base, &adapter, &examples, &config.train())?;
     Ok(Some((adapter, report)))
 }

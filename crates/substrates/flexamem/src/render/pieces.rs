@@ -12,12 +12,15 @@ impl Renderer<'_, '_> {
         let cfg = self.ctx.cfg;
         let counter = self.ctx.counter;
         let c = self.cosines();
-        let threshold = f64::from(cfg.piece_rho) * self.a_merge as f64;
+        // ρ and ranking of piece recovery (the config's settings over the
+        // variant's defaults).
+        let (rho, piece_ranking) = (cfg.piece_recovery_rho(), cfg.piece_recovery_ranking());
+        let threshold = f64::from(rho) * self.a_merge as f64;
         // The timeline's share is ρ·A. Merges alone cannot always reach it (a
         // merged record may be up to 150 words, longer than ρ·A at small
         // budgets): `build` then hides the oldest records for this call, so
         // the pieces, which hold the verbatim evidence, keep at least (1 − ρ)·A.
-        let hide = Some(f64::from(cfg.piece_rho) * self.a as f64);
+        let hide = Some(f64::from(rho) * self.a as f64);
         let mut built = match self.build(tl_tokens, mergeable, threshold, hide) {
             Ok(b) => b,
             Err(n) => return Outcome::Need(n),
@@ -44,7 +47,7 @@ impl Renderer<'_, '_> {
                     .is_some_and(|u| past_of.contains_key(u))
         };
         // Dense ranking reads no BM25 score: skip scoring every piece.
-        let dense = cfg.piece_ranking == crate::Ranking::Dense;
+        let dense = piece_ranking == crate::Ranking::Dense;
         let scored: Vec<(PieceKey, f32)> = if dense {
             Vec::new()
         } else {
@@ -93,7 +96,7 @@ impl Renderer<'_, '_> {
             let (ranked, complete) = if let Some(rows) = &dense_rows {
                 (Ok(best_first(rows, want)), want >= rows.len())
             } else {
-                let items: Vec<(PieceKey, f32)> = if cfg.piece_ranking == crate::Ranking::Bm25 {
+                let items: Vec<(PieceKey, f32)> = if piece_ranking == crate::Ranking::Bm25 {
                     top_with_ties(&scored, want)
                 } else if dense {
                     self.past
@@ -108,10 +111,9 @@ impl Renderer<'_, '_> {
                         .map(|k| (k, scores.get(&k).copied().unwrap_or(0.0)))
                         .collect()
                 };
-                let complete =
-                    items.len() >= scored.len() || cfg.piece_ranking != crate::Ranking::Bm25;
+                let complete = items.len() >= scored.len() || piece_ranking != crate::Ranking::Bm25;
                 (
-                    rank_pieces(&items, cfg.piece_ranking, &look, self.ctx.piece_qvec),
+                    rank_pieces(&items, piece_ranking, &look, self.ctx.piece_qvec),
                     complete,
                 )
             };

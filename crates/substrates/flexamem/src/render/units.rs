@@ -75,7 +75,12 @@ impl Renderer<'_, '_> {
             .collect();
         let st = self.ctx.st;
         let look = |k: PieceKey| st.piece_vecs.get(&k);
-        let ranked = match rank_pieces(&items, self.ctx.cfg.ranking, &look, self.ctx.piece_qvec) {
+        let ranked = match rank_pieces(
+            &items,
+            self.ctx.cfg.unit_recovery_ranking(),
+            &look,
+            self.ctx.piece_qvec,
+        ) {
             Ok(r) => r,
             Err(missing) => {
                 for k in missing {
@@ -144,11 +149,11 @@ impl Renderer<'_, '_> {
             })
             .sum();
         let d = d.max(0) as usize;
-        let threshold = merge_threshold(self.a_merge, cfg.rho, d);
+        let threshold = merge_threshold(self.a_merge, cfg.unit_recovery_rho(), d);
         // Hide the oldest entries for this call when the newest unit crowds
         // the window (agents), or when merging alone cannot reach the
         // threshold (a merged record can exceed a tiny allowance).
-        let hide = Some(merge_threshold(self.a, cfg.rho, d));
+        let hide = Some(merge_threshold(self.a, cfg.unit_recovery_rho(), d));
         let mut built = match self.build(tl_tokens, mergeable, threshold, hide) {
             Ok(b) => b,
             Err(n) => return Outcome::Need(n),

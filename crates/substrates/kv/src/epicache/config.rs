@@ -41,29 +41,38 @@ impl ReaderHead {
     }
 }
 
-/// Settings of [`crate::EpiCache`]. Defaults follow the EpiCache reference
+/// Settings of [`crate::EpiCache`], and of the `m11` plugin: every field but
+/// the reader head is a setting (`m11:k=6`), listed by `submem substrates`
+/// with the first sentence of its doc. Defaults follow the EpiCache reference
 /// run on LoCoMo (4 episodes, windows of 4 utterances) and the Harness paper
 /// (keep 25 % of each episode's tokens).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct EpiCacheConfig {
     /// Episodes per namespace: the k of k-means, capped by the number of
-    /// segments. Default 4.
+    /// segments. Default 4. Its setting is `k`.
+    #[serde(rename = "k")]
     pub episodes: usize,
-    /// Consecutive turns (or steps) per clustering segment; a segment never
-    /// crosses a session. Default 4.
+    /// Consecutive turns (or steps) per clustering segment. A segment never
+    /// crosses a session. Default 4. Its setting is `segment`.
+    #[serde(rename = "segment")]
     pub segment_turns: usize,
-    /// Share of an episode's tokens kept (whole turns, most central first).
-    /// Default 0.25.
+    /// Share of an episode's tokens kept, in (0, 1]. Whole turns are kept,
+    /// most central first. Default 0.25. Its setting is `keep`.
+    #[serde(rename = "keep")]
     pub keep_ratio: f32,
-    /// k-means restarts (the best inertia wins). Default 10.
+    /// k-means restarts (the best inertia wins). Default 10. Its setting is
+    /// `runs`.
+    #[serde(rename = "runs")]
     pub kmeans_runs: usize,
     /// k-means iteration cap per run. Default 100.
     pub kmeans_max_iterations: u64,
-    /// Prefill one KV cache per episode on `manage` when the LLM offers
-    /// prefix caching. Default true.
+    /// Prefill one KV cache per episode on manage when the LLM offers prefix
+    /// caching. Default true.
     pub kv_cache: bool,
-    /// The reader prompt head caches are prefilled under.
+    /// The reader prompt head caches are prefilled under. Not a setting: the
+    /// plugin takes it from the build context's reader prompt.
+    #[serde(skip)]
     pub reader_head: ReaderHead,
     /// Texts per embedding call at write. Default 64.
     pub embed_batch: usize,
