@@ -305,7 +305,7 @@ async fn explanations_name_the_cell_its_evidence_and_the_signals() {
 fn with_fill_member() -> RoutedSubstrate {
     let services = test_services(None);
     let fill = SparseConfig {
-        depth: submem_flat::ReadDepth::fill(),
+        fill: true,
         ..SparseConfig::default()
     };
     let members: Vec<(String, Arc<dyn Substrate>)> = vec![

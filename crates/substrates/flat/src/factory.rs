@@ -5,157 +5,39 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
 use submem_core::{Error, Family, MethodId, Result};
-use submem_kit::text::StopWords;
 
-use crate::hybrid::{DEFAULT_POOL, DEFAULT_RRF_K, HYBRID};
-use crate::pieces::{DEFAULT_PIECE_CANDIDATES, DEFAULT_PIECE_TOKENS, PIECES};
+use crate::hybrid::HYBRID;
+use crate::pieces::PIECES;
 use crate::{
     DenseConfig, DenseMemory, HybridConfig, HybridMemory, PieceConfig, PieceMemory, PieceRanking,
-    ReadDepth, SparseConfig, SparseMemory,
+    SparseConfig, SparseMemory,
 };
 
 const PAPER: &str = "Harness the Memory";
 
-/// How deep a flat read goes: the query's top-k, or ranked turns until the
-/// budget is spent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DepthSettings {
-    /// Show ranked turns until the budget is spent instead of the top-k.
-    pub fill: bool,
-    /// Most turns a fill read ranks (fill reads only; unset: 2,048).
-    pub candidates: Option<usize>,
-}
-
-impl DepthSettings {
-    fn new(fill: bool) -> Self {
-        DepthSettings {
-            fill,
-            candidates: None,
-        }
-    }
-
-    fn depth(&self) -> Result<ReadDepth> {
-        match (self.fill, self.candidates) {
-            (false, None) => Ok(ReadDepth::TopK),
-            (false, Some(_)) => Err(Error::InvalidInput(
-                "candidates applies to fill reads only (fill=true or a *-fill name)".into(),
-            )),
-            (true, Some(0)) => Err(Error::InvalidInput(
-                "a fill read needs at least one candidate".into(),
-            )),
-            (true, None) => Ok(ReadDepth::fill()),
-            (true, Some(n)) => Ok(ReadDepth::Fill { max_candidates: n }),
-        }
-    }
-}
-
-/// Settings of `m1` / `m1-fill` (see [`DenseConfig`] for the measurements
-/// behind each default).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DenseSettings {
-    /// Below this many turns a namespace is searched exactly; at or above, by HNSW.
-    pub exact_threshold: usize,
-    /// HNSW M: neighbours kept per node and layer.
-    pub m: usize,
-    /// HNSW candidate list size while building.
-    pub ef_construction: usize,
-    /// HNSW candidate list size while searching (the recall/latency dial).
-    pub ef_search: usize,
-    /// Texts per embedder call.
-    pub embed_batch: usize,
-    /// Show ranked turns until the budget is spent instead of the top-k.
-    pub fill: bool,
-    /// Most turns a fill read ranks (fill reads only; unset: 2,048).
-    pub candidates: Option<usize>,
-}
-
-impl DenseSettings {
-    /// The defaults, reading top-k or filling.
-    pub fn new(fill: bool) -> Self {
-        let c = DenseConfig::default();
-        DenseSettings {
-            exact_threshold: c.exact_threshold,
-            m: c.max_connections,
-            ef_construction: c.ef_construction,
-            ef_search: c.ef_search,
-            embed_batch: c.embed_batch,
-            fill,
-            candidates: None,
-        }
-    }
-
-    /// The substrate's config.
-    pub fn config(&self) -> Result<DenseConfig> {
-        let depth = DepthSettings {
-            fill: self.fill,
-            candidates: self.candidates,
-        }
-        .depth()?;
-        Ok(DenseConfig::default()
-            .with_exact_threshold(self.exact_threshold)
-            .with_max_connections(self.m)
-            .with_ef_construction(self.ef_construction)
-            .with_ef_search(self.ef_search)
-            .with_embed_batch(self.embed_batch)
-            .with_depth(depth))
-    }
-}
-
-impl SubstrateSettings for DenseSettings {
+impl SubstrateSettings for DenseConfig {
     fn validate(&self) -> Result<()> {
-        self.config()?
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        DenseConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
     }
 }
 
-/// Settings of `m2` / `m2-fill`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SparseSettings {
-    /// Stop words dropped from the index and the query: `english` (a broad
-    /// 179-word list), `lucene` (tantivy's 33 words) or `none`.
-    pub stopwords: StopWords,
-    /// Show ranked turns until the budget is spent instead of the top-k.
-    pub fill: bool,
-    /// Most turns a fill read ranks (fill reads only; unset: 2,048).
-    pub candidates: Option<usize>,
-}
-
-impl SparseSettings {
-    /// The defaults, reading top-k or filling.
-    pub fn new(fill: bool) -> Self {
-        let d = DepthSettings::new(fill);
-        SparseSettings {
-            stopwords: SparseConfig::default().stop_words,
-            fill: d.fill,
-            candidates: d.candidates,
-        }
-    }
-
-    /// The substrate's config.
-    pub fn config(&self) -> Result<SparseConfig> {
-        let depth = DepthSettings {
-            fill: self.fill,
-            candidates: self.candidates,
-        }
-        .depth()?;
-        Ok(SparseConfig::default()
-            .with_stop_words(self.stopwords)
-            .with_depth(depth))
-    }
-}
-
-impl SubstrateSettings for SparseSettings {
+impl SubstrateSettings for SparseConfig {
     fn validate(&self) -> Result<()> {
-        self.config()?
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))
+        SparseConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+}
+
+impl SubstrateSettings for HybridConfig {
+    fn validate(&self) -> Result<()> {
+        HybridConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
+    }
+}
+
+impl SubstrateSettings for PieceConfig {
+    fn validate(&self) -> Result<()> {
+        PieceConfig::validate(self)
     }
 }
 
@@ -179,12 +61,9 @@ pub fn dense_factory(fill: bool) -> SubstrateFactory {
         .paper(format!("{PAPER}, M1"))
         .summary(summary)
         .llm(LlmUse::Never)
-        .settings(DenseSettings::new(fill))
-        .build(|ctx, s: DenseSettings| {
-            Ok(Arc::new(DenseMemory::new(
-                ctx.services.clone(),
-                s.config()?,
-            )?))
+        .settings(DenseConfig::default().with_fill(fill))
+        .build(|ctx, config: DenseConfig| {
+            Ok(Arc::new(DenseMemory::new(ctx.services.clone(), config)?))
         })
 }
 
@@ -204,65 +83,10 @@ pub fn sparse_factory(fill: bool) -> SubstrateFactory {
         .paper(format!("{PAPER}, M2"))
         .summary(summary)
         .llm(LlmUse::Never)
-        .settings(SparseSettings::new(fill))
-        .build(|ctx, s: SparseSettings| {
-            Ok(Arc::new(SparseMemory::new(
-                ctx.services.clone(),
-                s.config()?,
-            )?))
+        .settings(SparseConfig::default().with_fill(fill))
+        .build(|ctx, config: SparseConfig| {
+            Ok(Arc::new(SparseMemory::new(ctx.services.clone(), config)?))
         })
-}
-
-/// Settings of `hybrid` / `hybrid-fill`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HybridSettings {
-    /// The fusion constant k of 1 / (k + rank).
-    pub rrf_k: f32,
-    /// Turns each ranking contributes to a top-k read.
-    pub pool: usize,
-    /// Stop words of the BM25 side: `english`, `lucene` or `none`.
-    pub stopwords: StopWords,
-    /// Show ranked turns until the budget is spent instead of the top-k.
-    pub fill: bool,
-    /// Most turns a fill read ranks on each side (fill reads only; unset: 2,048).
-    pub candidates: Option<usize>,
-}
-
-impl HybridSettings {
-    /// The defaults, reading top-k or filling.
-    pub fn new(fill: bool) -> Self {
-        HybridSettings {
-            rrf_k: DEFAULT_RRF_K,
-            pool: DEFAULT_POOL,
-            stopwords: SparseConfig::default().stop_words,
-            fill,
-            candidates: None,
-        }
-    }
-
-    /// The substrate's config.
-    pub fn config(&self) -> Result<HybridConfig> {
-        let depth = DepthSettings {
-            fill: self.fill,
-            candidates: self.candidates,
-        }
-        .depth()?;
-        Ok(HybridConfig {
-            sparse: SparseConfig::default().with_stop_words(self.stopwords),
-            rrf_k: self.rrf_k,
-            pool: self.pool,
-            ..HybridConfig::default()
-        }
-        .with_depth(depth))
-    }
-}
-
-impl SubstrateSettings for HybridSettings {
-    fn validate(&self) -> Result<()> {
-        let config = self.config()?;
-        HybridMemory::check(&config)
-    }
 }
 
 /// `hybrid` (or `hybrid-fill` when `fill`): dense and BM25 rankings fused by
@@ -286,62 +110,10 @@ pub fn hybrid_factory(fill: bool) -> SubstrateFactory {
         .paper("reciprocal-rank fusion (Cormack et al., SIGIR 2009) of M1 and M2")
         .summary(summary)
         .llm(LlmUse::Never)
-        .settings(HybridSettings::new(fill))
-        .build(|ctx, s: HybridSettings| {
-            Ok(Arc::new(HybridMemory::new(
-                ctx.services.clone(),
-                s.config()?,
-            )?))
+        .settings(HybridConfig::default().with_fill(fill))
+        .build(|ctx, config: HybridConfig| {
+            Ok(Arc::new(HybridMemory::new(ctx.services.clone(), config)?))
         })
-}
-
-/// Settings of `m2-pieces`, `m1-pieces` and `hybrid-pieces`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PieceSettings {
-    /// κ: the most tokens in one piece (FlexA-Mem's default, so both cut the same pieces).
-    pub piece_tokens: usize,
-    /// Most pieces ranked per read.
-    pub candidates: usize,
-    /// Stop words of the BM25 ranking: `english`, `lucene` or `none`.
-    pub stopwords: StopWords,
-    /// The fusion constant k of 1 / (k + rank) (hybrid ranking only).
-    pub rrf_k: f32,
-}
-
-impl PieceSettings {
-    /// The defaults.
-    pub fn new() -> Self {
-        PieceSettings {
-            piece_tokens: DEFAULT_PIECE_TOKENS,
-            candidates: DEFAULT_PIECE_CANDIDATES,
-            stopwords: SparseConfig::default().stop_words,
-            rrf_k: DEFAULT_RRF_K,
-        }
-    }
-
-    /// The substrate's config for `ranking`.
-    pub fn config(&self, ranking: PieceRanking) -> PieceConfig {
-        PieceConfig {
-            piece_tokens: self.piece_tokens,
-            candidates: self.candidates,
-            sparse: SparseConfig::default().with_stop_words(self.stopwords),
-            rrf_k: self.rrf_k,
-            ..PieceConfig::new(ranking)
-        }
-    }
-}
-
-impl Default for PieceSettings {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SubstrateSettings for PieceSettings {
-    fn validate(&self) -> Result<()> {
-        self.config(PieceRanking::Hybrid).validate()
-    }
 }
 
 /// `m2-pieces`, `m1-pieces` or `hybrid-pieces`: pieces of κ tokens ranked by
@@ -369,12 +141,11 @@ pub fn piece_factory(ranking: PieceRanking) -> SubstrateFactory {
         .paper("FlexA-Mem's piece retrieval baseline (BM25); dense and fused variants")
         .summary(summary)
         .llm(LlmUse::Never)
-        .settings(PieceSettings::new())
-        .build(move |ctx, s: PieceSettings| {
-            Ok(Arc::new(PieceMemory::new(
-                ctx.services.clone(),
-                s.config(ranking),
-            )?))
+        .settings(PieceConfig::new(ranking))
+        .build(move |ctx, config: PieceConfig| {
+            // The ranking is the name's, not a setting.
+            let config = config.with_ranking(ranking);
+            Ok(Arc::new(PieceMemory::new(ctx.services.clone(), config)?))
         })
 }
 
@@ -396,7 +167,18 @@ pub fn factories() -> Vec<SubstrateFactory> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ReadDepth;
     use submem_core::plugin::{BuildContext, Settings};
+    use submem_kit::text::StopWords;
+
+    fn parsed<S: SubstrateSettings>(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> S {
+        f.typed::<S>(&f.settings_from_strs(pairs).unwrap()).unwrap()
+    }
+
+    fn unknown(f: &SubstrateFactory, key: &str) -> bool {
+        f.settings_from_strs(&[(key, "3")])
+            .is_err_and(|e| e.to_string().contains(&format!("unknown setting `{key}`")))
+    }
 
     #[test]
     fn flat_factories_parse_depth_and_build() {
@@ -408,6 +190,7 @@ mod tests {
         ];
         for f in [&m1, &m1_fill, &m2, &m2_fill] {
             f.validate().unwrap();
+            assert!(unknown(f, "k"), "{}", f.name());
         }
         assert!(m1.settings_from_strs(&[("candidates", "300")]).is_err());
         assert!(m2_fill.settings_from_strs(&[("candidates", "0")]).is_err());
@@ -415,6 +198,71 @@ mod tests {
         assert!(m1_fill.settings_from_strs(&[("candidates", "300")]).is_ok());
         assert!(m1.settings_from_strs(&[("ef_search", "32")]).is_ok());
         assert!(m2.settings_from_strs(&[("stopwords", "Lucene")]).is_ok());
+
+        // Each name's defaults, and each key lands in its field.
+        assert_eq!(parsed::<DenseConfig>(&m1, &[]), DenseConfig::default());
+        assert_eq!(
+            parsed::<DenseConfig>(&m1_fill, &[]).depth(),
+            ReadDepth::fill()
+        );
+        assert_eq!(parsed::<SparseConfig>(&m2, &[]), SparseConfig::default());
+        assert_eq!(
+            parsed::<SparseConfig>(&m2_fill, &[]).depth(),
+            ReadDepth::fill()
+        );
+        let c: DenseConfig = parsed(
+            &m1,
+            &[
+                ("m", "32"),
+                ("ef_search", "96"),
+                ("ef_construction", "50"),
+                ("exact_threshold", "10"),
+                ("embed_batch", "8"),
+            ],
+        );
+        assert_eq!(
+            (
+                c.max_connections,
+                c.ef_search,
+                c.ef_construction,
+                c.exact_threshold,
+                c.embed_batch
+            ),
+            (32, 96, 50, 10, 8)
+        );
+        let c: DenseConfig = parsed(&m1, &[("fill", "true"), ("candidates", "500")]);
+        assert_eq!(
+            c.depth(),
+            ReadDepth::Fill {
+                max_candidates: 500
+            }
+        );
+        assert!(m1.settings_from_strs(&[("m", "1")]).is_err());
+        let c: SparseConfig = parsed(&m2, &[("stopwords", "Lucene")]);
+        assert_eq!(c.stop_words, StopWords::Lucene);
+        let c: SparseConfig = parsed(&m2_fill, &[("candidates", "500")]);
+        assert_eq!(
+            c.depth(),
+            ReadDepth::Fill {
+                max_candidates: 500
+            }
+        );
+        let c: SparseConfig = parsed(&m2_fill, &[("fill", "false")]);
+        assert_eq!(c.depth(), ReadDepth::TopK);
+        let e = m2
+            .settings_from_strs(&[("candidates", "5")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("candidates applies to fill reads only"), "{e}");
+        let e = m1_fill
+            .settings_from_strs(&[("candidates", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a fill read needs at least one candidate"),
+            "{e}"
+        );
+
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         let s = m2_fill.build(&ctx, &Settings::new()).unwrap();
         assert_eq!(s.info().name, "sparse-bm25-fill");
@@ -436,6 +284,42 @@ mod tests {
     }
 
     #[test]
+    fn hybrid_factories_parse_their_settings() {
+        let (hybrid, hybrid_fill) = (hybrid_factory(false), hybrid_factory(true));
+        hybrid.validate().unwrap();
+        assert_eq!(
+            parsed::<HybridConfig>(&hybrid, &[]),
+            HybridConfig::default()
+        );
+        assert_eq!(
+            parsed::<HybridConfig>(&hybrid_fill, &[]).depth(),
+            ReadDepth::fill()
+        );
+        let c: HybridConfig = parsed(
+            &hybrid,
+            &[("pool", "200"), ("rrf_k", "30"), ("stopwords", "none")],
+        );
+        assert_eq!(
+            (c.pool, c.rrf_k, c.stop_words),
+            (200, 30.0, StopWords::None)
+        );
+        let c: HybridConfig = parsed(&hybrid_fill, &[("candidates", "500")]);
+        assert_eq!(
+            c.depth(),
+            ReadDepth::Fill {
+                max_candidates: 500
+            }
+        );
+        assert!(hybrid.settings_from_strs(&[("candidates", "5")]).is_err());
+        assert!(hybrid_fill
+            .settings_from_strs(&[("candidates", "0")])
+            .is_err());
+        for key in ["k", "dense", "sparse"] {
+            assert!(unknown(&hybrid, key), "{key}");
+        }
+    }
+
+    #[test]
     fn piece_factories_parse_their_settings_and_build() {
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         for ranking in [
@@ -447,11 +331,31 @@ mod tests {
             f.validate().unwrap();
             assert!(f.settings_from_strs(&[("piece_tokens", "0")]).is_err());
             assert!(f.settings_from_strs(&[("candidates", "0")]).is_err());
-            assert!(f.settings_from_strs(&[("kappa", "3")]).is_err());
+            assert!(f.settings_from_strs(&[("rrf_k", "-1")]).is_err());
+            for key in ["kappa", "ranking", "dense", "sparse"] {
+                assert!(unknown(&f, key), "{key}");
+            }
+            let c: PieceConfig = parsed(
+                &f,
+                &[
+                    ("piece_tokens", "32"),
+                    ("candidates", "100"),
+                    ("stopwords", "lucene"),
+                    ("rrf_k", "10"),
+                ],
+            );
+            assert_eq!(
+                (c.piece_tokens, c.candidates, c.stop_words, c.rrf_k),
+                (32, 100, StopWords::Lucene, 10.0)
+            );
             let s = f.settings_from_strs(&[("piece_tokens", "32")]).unwrap();
             let built = f.build(&ctx, &s).unwrap();
             assert_eq!(built.info().name, ranking.substrate_name());
         }
+        assert_eq!(
+            parsed::<PieceConfig>(&piece_factory(PieceRanking::Hybrid), &[]),
+            PieceConfig::default()
+        );
         assert!(piece_factory(PieceRanking::Bm25).answers_to("bm25-pieces"));
     }
 }

@@ -89,10 +89,40 @@ impl ReadDepth {
     pub(crate) fn validate(&self) -> Result<(), String> {
         match self {
             ReadDepth::Fill { max_candidates: 0 } => {
-                Err("fill max_candidates must be at least 1".into())
+                Err("a fill read needs at least one candidate".into())
             }
             _ => Ok(()),
         }
+    }
+
+    /// The depth a config's `fill` and `candidates` settings stand for:
+    /// top-k unless `fill`, then `candidates` (unset:
+    /// [`DEFAULT_FILL_CANDIDATES`]). Check them with
+    /// [`ReadDepth::check_settings`] first.
+    pub(crate) fn from_settings(fill: bool, candidates: Option<usize>) -> Self {
+        match (fill, candidates) {
+            (false, _) => ReadDepth::TopK,
+            (true, None) => ReadDepth::fill(),
+            (true, Some(max_candidates)) => ReadDepth::Fill { max_candidates },
+        }
+    }
+
+    /// This depth as a config's `fill` and `candidates` settings.
+    pub(crate) fn to_settings(self) -> (bool, Option<usize>) {
+        match self {
+            ReadDepth::TopK => (false, None),
+            ReadDepth::Fill { max_candidates } => (true, Some(max_candidates)),
+        }
+    }
+
+    /// Refuses `candidates` without `fill` and a fill read of no candidates.
+    pub(crate) fn check_settings(fill: bool, candidates: Option<usize>) -> Result<(), String> {
+        if !fill && candidates.is_some() {
+            return Err(
+                "candidates applies to fill reads only (fill=true or a *-fill name)".into(),
+            );
+        }
+        Self::from_settings(fill, candidates).validate()
     }
 }
 

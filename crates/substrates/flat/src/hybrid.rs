@@ -32,6 +32,7 @@ use submem_kit::RankedUnit;
 use crate::error::FlatError;
 use crate::{DenseConfig, DenseMemory, ReadDepth, SparseConfig, SparseMemory};
 use submem_kit::spaces;
+use submem_kit::text::StopWords;
 
 /// The method id of the hybrid substrate.
 pub const HYBRID: MethodId = MethodId::from_static("Hybrid");
@@ -47,41 +48,112 @@ pub const DEFAULT_RRF_K: f32 = 60.0;
 /// Units each ranking contributes to a top-k read.
 pub const DEFAULT_POOL: usize = 100;
 
-/// Settings of [`HybridMemory`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// Settings of [`HybridMemory`], and of the `hybrid` and `hybrid-fill`
+/// plugins: every field but [`HybridConfig::dense`] and
+/// [`HybridConfig::sparse`] is a setting under its serde name
+/// (`hybrid:pool=200,rrf_k=30`), listed by `submem substrates` with the
+/// first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct HybridConfig {
-    /// The dense side (its `depth` is ignored: the hybrid reads its ranking).
+    /// The dense side (its `fill` and `candidates` are ignored: the hybrid
+    /// reads its ranking). Not a setting of the plugins: they use
+    /// [`DenseConfig::default`].
+    #[serde(skip)]
     pub dense: DenseConfig,
-    /// The BM25 side (its `depth` is ignored likewise).
+    /// The BM25 side (its `fill` and `candidates` are ignored likewise, and
+    /// its stop words are [`HybridConfig::stop_words`]). Not a setting of the
+    /// plugins: they use [`SparseConfig::default`].
+    #[serde(skip)]
     pub sparse: SparseConfig,
-    /// The fusion constant `k` of `1 / (k + rank)`; larger flattens the
+    /// The fusion constant k of 1 / (k + rank). Larger flattens the
     /// advantage of the first ranks. Default [`DEFAULT_RRF_K`].
     pub rrf_k: f32,
-    /// Units each ranking contributes to a top-k read (at least the query's
-    /// top-k); a fill read takes the fill's `max_candidates` instead.
+    /// Turns each ranking contributes to a top-k read. At least the query's
+    /// top-k is taken; a fill read takes `candidates` instead. Default [`DEFAULT_POOL`].
     pub pool: usize,
-    /// Top-k or fill.
-    pub depth: ReadDepth,
+    /// Stop words of the BM25 side: `english`, `lucene` or `none`. Default
+    /// [`StopWords::English`] (see [`SparseConfig::stop_words`]); it replaces
+    /// the stop words of [`HybridConfig::sparse`]. Its setting is
+    /// `stopwords`.
+    #[serde(rename = "stopwords")]
+    pub stop_words: StopWords,
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    /// Off by default (the `hybrid-fill` plugin turns it on). With
+    /// `candidates` it makes [`HybridConfig::depth`].
+    pub fill: bool,
+    /// Most turns a fill read ranks on each side (fill reads only; unset:
+    /// 2,048). A bound on read cost
+    /// ([`crate::fill::DEFAULT_FILL_CANDIDATES`] when unset); set without
+    /// [`HybridConfig::fill`] it is refused.
+    pub candidates: Option<usize>,
 }
 
 impl Default for HybridConfig {
     fn default() -> Self {
+        let sparse = SparseConfig::default();
         HybridConfig {
             dense: DenseConfig::default(),
-            sparse: SparseConfig::default(),
+            stop_words: sparse.stop_words,
+            sparse,
             rrf_k: DEFAULT_RRF_K,
             pool: DEFAULT_POOL,
-            depth: ReadDepth::TopK,
+            fill: false,
+            candidates: None,
         }
     }
 }
 
 impl HybridConfig {
-    /// Sets [`HybridConfig::depth`].
+    /// Sets [`HybridConfig::fill`] and `candidates` to read
+    /// at `depth`.
     pub fn with_depth(mut self, depth: ReadDepth) -> Self {
-        self.depth = depth;
+        (self.fill, self.candidates) = depth.to_settings();
         self
+    }
+
+    /// Sets [`HybridConfig::fill`].
+    pub fn with_fill(mut self, fill: bool) -> Self {
+        self.fill = fill;
+        self
+    }
+
+    /// Sets the `candidates` field: most turns a fill read ranks on each side.
+    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
+        self.candidates = candidates;
+        self
+    }
+
+    /// Sets [`HybridConfig::pool`].
+    pub fn with_pool(mut self, pool: usize) -> Self {
+        self.pool = pool;
+        self
+    }
+
+    /// Sets [`HybridConfig::stop_words`].
+    pub fn with_stop_words(mut self, list: StopWords) -> Self {
+        self.stop_words = list;
+        self
+    }
+
+    /// Top-k or, with [`HybridConfig::fill`], as many fused turns as the
+    /// budget holds.
+    pub fn depth(&self) -> ReadDepth {
+        ReadDepth::from_settings(self.fill, self.candidates)
+    }
+
+    /// The dense side's config: [`HybridConfig::dense`] reading top-k.
+    fn dense_side(&self) -> DenseConfig {
+        self.dense.clone().with_depth(ReadDepth::TopK)
+    }
+
+    /// The BM25 side's config: [`HybridConfig::sparse`] with
+    /// [`HybridConfig::stop_words`], reading top-k.
+    fn sparse_side(&self) -> SparseConfig {
+        self.sparse
+            .clone()
+            .with_stop_words(self.stop_words)
+            .with_depth(ReadDepth::TopK)
     }
 
     /// Sets [`HybridConfig::rrf_k`].
@@ -90,8 +162,8 @@ impl HybridConfig {
         self
     }
 
-    fn validate(&self) -> std::result::Result<(), FlatError> {
-        self.depth.validate().map_err(FlatError::Config)?;
+    pub(crate) fn validate(&self) -> std::result::Result<(), FlatError> {
+        ReadDepth::check_settings(self.fill, self.candidates).map_err(FlatError::Config)?;
         if !(self.rrf_k.is_finite() && self.rrf_k >= 0.0) {
             return Err(FlatError::Config(format!(
                 "rrf_k must be a finite number ≥ 0, got {}",
@@ -105,7 +177,7 @@ impl HybridConfig {
     }
 
     fn candidates(&self, top_k: usize) -> usize {
-        match self.depth {
+        match self.depth() {
             ReadDepth::TopK => self.pool.max(top_k),
             fill => fill.candidates(top_k),
         }
@@ -175,14 +247,8 @@ struct Halves {
 impl Halves {
     fn new(services: &Services, config: &HybridConfig) -> Result<Self> {
         Ok(Halves {
-            dense: DenseMemory::new(
-                services.clone(),
-                config.dense.clone().with_depth(ReadDepth::TopK),
-            )?,
-            sparse: SparseMemory::new(
-                services.clone(),
-                config.sparse.clone().with_depth(ReadDepth::TopK),
-            )?,
+            dense: DenseMemory::new(services.clone(), config.dense_side())?,
+            sparse: SparseMemory::new(services.clone(), config.sparse_side())?,
         })
     }
 }
@@ -231,10 +297,13 @@ impl HybridMemory {
     pub fn read_with_vector(&self, query: &Query, vector: &[f32]) -> Result<Recall> {
         query.validate()?;
         let mut fused = self.fused(query, vector)?;
-        if !self.config.depth.is_fill() {
+        if !self.config.depth().is_fill() {
             fused.truncate(query.top_k);
         }
-        Ok(self.config.depth.show(fused, query, &*self.services.tokens))
+        Ok(self
+            .config
+            .depth()
+            .show(fused, query, &*self.services.tokens))
     }
 }
 
@@ -244,7 +313,7 @@ impl Substrate for HybridMemory {
         SubstrateInfo {
             method: HYBRID,
             family: Family::FLAT,
-            name: if self.config.depth.is_fill() {
+            name: if self.config.depth().is_fill() {
                 "hybrid-rrf-fill"
             } else {
                 "hybrid-rrf"

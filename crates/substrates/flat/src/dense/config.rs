@@ -5,10 +5,13 @@ use serde::{Deserialize, Serialize};
 use crate::error::{FlatError, FlatResult};
 use crate::fill::ReadDepth;
 
-/// Settings of [`crate::DenseMemory`]. Every field has a measured or documented
-/// default; build with `DenseConfig::default().with_*(…)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// Settings of [`crate::DenseMemory`], and of the `m1` and `m1-fill` plugins:
+/// every field is a setting under its serde name (`m1:m=32,ef_search=96`),
+/// listed by `submem substrates` with the first sentence of its doc. Every
+/// field has a measured or documented default; build with
+/// `DenseConfig::default().with_*(…)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct DenseConfig {
     /// A namespace with fewer live units than this is searched by an exact
     /// scan; at or above it, an HNSW graph is built and searched. Default
@@ -20,7 +23,9 @@ pub struct DenseConfig {
     /// exact and memory is about half.
     pub exact_threshold: usize,
     /// HNSW `M`: neighbours kept per node and layer (at most 256; layer 0
-    /// keeps `2·M`). Default 24.
+    /// keeps `2·M`). Default 24. Its setting is `m` (`max_connections` is
+    /// read too).
+    #[serde(rename = "m", alias = "max_connections")]
     pub max_connections: usize,
     /// HNSW candidate list size while building. Default 100 (200 raised
     /// recall at a given `ef_search` by about 0.01 but doubled build time and
@@ -43,9 +48,14 @@ pub struct DenseConfig {
     /// its graph) once forgotten units exceed this share of its slots.
     /// Default 0.2.
     pub compact_share: f32,
-    /// How many ranked units a read shows: the query's top-k (default, the
-    /// paper's M1) or as many as the budget holds ([`ReadDepth::fill`]).
-    pub depth: ReadDepth,
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    /// Off by default (the paper's M1; the `m1-fill` plugin turns it on).
+    /// With [`DenseConfig::candidates`] it makes [`DenseConfig::depth`].
+    pub fill: bool,
+    /// Most turns a fill read ranks (fill reads only; unset: 2,048). A bound
+    /// on read cost ([`crate::fill::DEFAULT_FILL_CANDIDATES`] when unset);
+    /// set without [`DenseConfig::fill`] it is refused.
+    pub candidates: Option<usize>,
 }
 
 impl Default for DenseConfig {
@@ -58,7 +68,8 @@ impl Default for DenseConfig {
             max_layers: 16,
             embed_batch: 64,
             compact_share: 0.2,
-            depth: ReadDepth::TopK,
+            fill: false,
+            candidates: None,
         }
     }
 }
@@ -100,15 +111,32 @@ impl DenseConfig {
         self
     }
 
-    /// Sets [`DenseConfig::depth`].
+    /// Sets [`DenseConfig::fill`] and [`DenseConfig::candidates`] to read
+    /// at `depth`.
     pub fn with_depth(mut self, depth: ReadDepth) -> Self {
-        self.depth = depth;
+        (self.fill, self.candidates) = depth.to_settings();
         self
+    }
+    /// Sets [`DenseConfig::fill`].
+    pub fn with_fill(mut self, fill: bool) -> Self {
+        self.fill = fill;
+        self
+    }
+    /// Sets [`DenseConfig::candidates`].
+    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
+        self.candidates = candidates;
+        self
+    }
+
+    /// How many ranked units a read shows: the query's top-k (the paper's
+    /// M1) or, with [`DenseConfig::fill`], as many as the budget holds.
+    pub fn depth(&self) -> ReadDepth {
+        ReadDepth::from_settings(self.fill, self.candidates)
     }
 
     /// Rejects settings hnsw_rs cannot honour (it exits the process on some).
     pub(crate) fn validate(&self) -> FlatResult<()> {
-        self.depth.validate().map_err(FlatError::Config)?;
+        ReadDepth::check_settings(self.fill, self.candidates).map_err(FlatError::Config)?;
         if !(2..=256).contains(&self.max_connections) {
             return Err(FlatError::Config(format!(
                 "max_connections must be in 2..=256, got {}",

@@ -230,7 +230,7 @@ impl DenseMemory {
     /// [`Query::retrieval_text`]. Same rules as [`Substrate::read`].
     pub fn read_with_vector(&self, query: &Query, vector: &[f32]) -> Result<Recall> {
         query.validate()?;
-        let depth = self.config.depth;
+        let depth = self.config.depth();
         let ranked =
             self.rank_with_vector(&query.namespace, vector, depth.candidates(query.top_k))?;
         Ok(depth.show(ranked, query, &*self.services.tokens))
@@ -304,7 +304,7 @@ impl Substrate for DenseMemory {
         SubstrateInfo {
             method: MethodId::M1,
             family: Family::FLAT,
-            name: if self.config.depth.is_fill() {
+            name: if self.config.depth().is_fill() {
                 "dense-hnsw-fill"
             } else {
                 "dense-hnsw"

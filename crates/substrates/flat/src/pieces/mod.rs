@@ -38,6 +38,7 @@ use submem_core::{
 use submem_kit::batch::check_new_sources;
 use submem_kit::persist::begin_persist;
 use submem_kit::state::StateFile;
+use submem_kit::text::StopWords;
 
 use crate::dense::embed_query;
 use crate::hybrid::{reciprocal_rank_fusion, DEFAULT_RRF_K};
@@ -99,34 +100,75 @@ impl PieceRanking {
     }
 }
 
-/// Settings of [`PieceMemory`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Settings of [`PieceMemory`], and of the `m2-pieces`, `m1-pieces` and
+/// `hybrid-pieces` plugins: every field but [`PieceConfig::ranking`],
+/// [`PieceConfig::dense`] and [`PieceConfig::sparse`] is a setting under its
+/// serde name (`m2-pieces:piece_tokens=32`), listed by `submem substrates`
+/// with the first sentence of its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct PieceConfig {
-    /// How pieces are ranked.
+    /// How pieces are ranked. Not a setting: each plugin's name says it
+    /// (default [`PieceRanking::Bm25`], the paper's piece retrieval).
+    #[serde(skip)]
     pub ranking: PieceRanking,
-    /// κ: the most tokens in one piece.
+    /// κ: the most tokens in one piece. Default [`DEFAULT_PIECE_TOKENS`],
+    /// FlexA-Mem's, so both cut the same pieces.
     pub piece_tokens: usize,
-    /// Most pieces ranked per read.
+    /// Most pieces ranked per read. Default [`DEFAULT_PIECE_CANDIDATES`].
     pub candidates: usize,
-    /// The dense store (its `depth` is ignored).
+    /// The dense store (its `fill` and `candidates` are ignored). Not a
+    /// setting of the plugins: they use [`DenseConfig::default`].
+    #[serde(skip)]
     pub dense: DenseConfig,
-    /// The BM25 index (its `depth` is ignored).
+    /// The BM25 index (its `fill` and `candidates` are ignored, and its stop
+    /// words are [`PieceConfig::stop_words`]). Not a setting of the plugins:
+    /// they use [`SparseConfig::default`].
+    #[serde(skip)]
     pub sparse: SparseConfig,
-    /// The fusion constant of the hybrid ranking.
+    /// Stop words of the BM25 ranking: `english`, `lucene` or `none`.
+    /// Default [`StopWords::English`] (see [`SparseConfig::stop_words`]); it
+    /// replaces the stop words of [`PieceConfig::sparse`]. Its setting is
+    /// `stopwords`.
+    #[serde(rename = "stopwords")]
+    pub stop_words: StopWords,
+    /// The fusion constant k of 1 / (k + rank) (hybrid ranking only).
+    /// Default [`DEFAULT_RRF_K`].
     pub rrf_k: f32,
+}
+
+impl Default for PieceConfig {
+    /// The defaults of BM25 ranking.
+    fn default() -> Self {
+        PieceConfig::new(PieceRanking::Bm25)
+    }
 }
 
 impl PieceConfig {
     /// The defaults for `ranking`.
     pub fn new(ranking: PieceRanking) -> Self {
+        let sparse = SparseConfig::default();
         PieceConfig {
             ranking,
             piece_tokens: DEFAULT_PIECE_TOKENS,
             candidates: DEFAULT_PIECE_CANDIDATES,
             dense: DenseConfig::default(),
-            sparse: SparseConfig::default(),
+            stop_words: sparse.stop_words,
+            sparse,
             rrf_k: DEFAULT_RRF_K,
         }
+    }
+
+    /// Sets [`PieceConfig::ranking`].
+    pub fn with_ranking(mut self, ranking: PieceRanking) -> Self {
+        self.ranking = ranking;
+        self
+    }
+
+    /// Sets [`PieceConfig::stop_words`].
+    pub fn with_stop_words(mut self, list: StopWords) -> Self {
+        self.stop_words = list;
+        self
     }
 
     /// Checks the settings.
@@ -198,7 +240,11 @@ impl Inner {
                 .then(|| {
                     SparseMemory::new(
                         services.clone(),
-                        config.sparse.clone().with_depth(ReadDepth::TopK),
+                        config
+                            .sparse
+                            .clone()
+                            .with_stop_words(config.stop_words)
+                            .with_depth(ReadDepth::TopK),
                     )
                 })
                 .transpose()?,

@@ -9,10 +9,12 @@ use crate::fill::ReadDepth;
 /// Smallest writer heap tantivy accepts (15 MB per indexing thread).
 pub const MIN_WRITER_HEAP_BYTES: usize = 15_000_000;
 
-/// Settings of [`crate::SparseMemory`]; build with
-/// `SparseConfig::default().with_*(…)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// Settings of [`crate::SparseMemory`], and of the `m2` and `m2-fill`
+/// plugins: every field is a setting under its serde name
+/// (`m2:stopwords=lucene`), listed by `submem substrates` with the first
+/// sentence of its doc. Build with `SparseConfig::default().with_*(…)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct SparseConfig {
     /// Memory arena of the tantivy writer (one indexing thread), which
     /// exists only while a write, a forget or the merges they start run.
@@ -21,15 +23,23 @@ pub struct SparseConfig {
     /// Tokens longer than this many bytes are dropped (tantivy's
     /// `RemoveLongFilter`). Default 40.
     pub max_token_bytes: usize,
-    /// Stop words removed from documents and queries. Default
+    /// Stop words removed from documents and queries: `english` (a broad
+    /// 179-word list), `lucene` (tantivy's 33 words) or `none`. Default
     /// [`StopWords::English`], the broad list: with Lucene's 33 words
     /// (tantivy's own list) question words and pronouns stay in, and M2's
     /// Recall@10 on ten LoCoMo conversations drops from 0.59 to 0.54 (see
-    /// `scripts/peers/bm25_peer.py`).
+    /// `scripts/peers/bm25_peer.py`). Its setting is `stopwords`
+    /// (`stop_words` is read too).
+    #[serde(rename = "stopwords", alias = "stop_words")]
     pub stop_words: StopWords,
-    /// How many ranked units a read shows: the query's top-k (default, the
-    /// paper's M2) or as many as the budget holds ([`ReadDepth::fill`]).
-    pub depth: ReadDepth,
+    /// Show ranked turns until the budget is spent instead of the top-k.
+    /// Off by default (the paper's M2; the `m2-fill` plugin turns it on).
+    /// With [`SparseConfig::candidates`] it makes [`SparseConfig::depth`].
+    pub fill: bool,
+    /// Most turns a fill read ranks (fill reads only; unset: 2,048). A bound
+    /// on read cost ([`crate::fill::DEFAULT_FILL_CANDIDATES`] when unset);
+    /// set without [`SparseConfig::fill`] it is refused.
+    pub candidates: Option<usize>,
 }
 
 impl Default for SparseConfig {
@@ -38,7 +48,8 @@ impl Default for SparseConfig {
             writer_heap_bytes: 32_000_000,
             max_token_bytes: 40,
             stop_words: StopWords::English,
-            depth: ReadDepth::TopK,
+            fill: false,
+            candidates: None,
         }
     }
 }
@@ -60,14 +71,31 @@ impl SparseConfig {
         self
     }
 
-    /// Sets [`SparseConfig::depth`].
+    /// Sets [`SparseConfig::fill`] and [`SparseConfig::candidates`] to read
+    /// at `depth`.
     pub fn with_depth(mut self, depth: ReadDepth) -> Self {
-        self.depth = depth;
+        (self.fill, self.candidates) = depth.to_settings();
+        self
+    }
+    /// Sets [`SparseConfig::fill`].
+    pub fn with_fill(mut self, fill: bool) -> Self {
+        self.fill = fill;
+        self
+    }
+    /// Sets [`SparseConfig::candidates`].
+    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
+        self.candidates = candidates;
         self
     }
 
+    /// How many ranked units a read shows: the query's top-k (the paper's
+    /// M2) or, with [`SparseConfig::fill`], as many as the budget holds.
+    pub fn depth(&self) -> ReadDepth {
+        ReadDepth::from_settings(self.fill, self.candidates)
+    }
+
     pub(crate) fn validate(&self) -> FlatResult<()> {
-        self.depth.validate().map_err(FlatError::Config)?;
+        ReadDepth::check_settings(self.fill, self.candidates).map_err(FlatError::Config)?;
         if self.writer_heap_bytes < MIN_WRITER_HEAP_BYTES {
             return Err(FlatError::Config(format!(
                 "writer_heap_bytes must be at least {MIN_WRITER_HEAP_BYTES}, got {}",

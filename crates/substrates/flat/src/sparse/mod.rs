@@ -278,7 +278,7 @@ impl Substrate for SparseMemory {
         SubstrateInfo {
             method: MethodId::M2,
             family: Family::FLAT,
-            name: if self.config.depth.is_fill() {
+            name: if self.config.depth().is_fill() {
                 "sparse-bm25-fill"
             } else {
                 "sparse-bm25"
@@ -311,7 +311,7 @@ impl Substrate for SparseMemory {
     #[tracing::instrument(name = "m2.read", skip_all, fields(ns = %query.namespace, k = query.top_k))]
     async fn read(&self, query: &Query) -> Result<Recall> {
         query.validate()?;
-        let depth = self.config.depth;
+        let depth = self.config.depth();
         let ranked = self.rank(
             &query.namespace,
             &query.retrieval_text(),
