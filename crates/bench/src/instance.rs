@@ -307,3 +307,20 @@ fn file_safe(label: &str) -> String {
         })
         .collect()
 }
+
+/// A task's memory, written (or restored) and managed, ready to read.
+pub(crate) struct Prepared {
+    pub(crate) instance: Instance,
+    pub(crate) namespace: Namespace,
+    pub(crate) label: String,
+}
+
+impl Prepared {
+    pub(crate) fn error(&self, conversation: &str, e: submem_core::Error) -> BenchError {
+        BenchError::Substrate {
+            substrate: self.label.clone(),
+            conversation: conversation.to_string(),
+            source: e,
+        }
+    }
+}

@@ -12,6 +12,7 @@ use submem_core::{Diagnostics, Query, Regime, Resolution, Substrate};
 use crate::context::Ctx;
 use crate::dataset::{Conversation, QuestionKind};
 use crate::instance::Instance;
+use crate::instance::Prepared;
 use crate::items::{ItemKey, ItemRecord, ResolutionCounts, ShownMemory};
 use crate::metrics::retrieval::CoverageCounts;
 use crate::metrics::EvidenceFates;
@@ -20,7 +21,6 @@ use crate::metrics::{
     token_f1,
 };
 use crate::reader;
-use crate::runner::Prepared;
 use crate::{BenchError, Result};
 
 /// Reads one item and measures what the read showed: Recall@k, evidence

@@ -49,7 +49,7 @@ use tokio::task::JoinSet;
 use crate::context::{lock, Ctx};
 use crate::dataset::{Conversation, Dataset, QuestionKind};
 use crate::instance::{
-    instance, keep_memory, kept_memory_dir, training_bank, write_and_manage, Instance,
+    instance, keep_memory, kept_memory_dir, training_bank, write_and_manage, Prepared,
 };
 pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, WriteRecord};
@@ -384,23 +384,6 @@ fn pending_items<'a>(
         }
     }
     pending
-}
-
-/// A task's memory, written (or restored) and managed, ready to read.
-pub(crate) struct Prepared {
-    pub(crate) instance: Instance,
-    pub(crate) namespace: Namespace,
-    label: String,
-}
-
-impl Prepared {
-    pub(crate) fn error(&self, conversation: &str, e: submem_core::Error) -> BenchError {
-        BenchError::Substrate {
-            substrate: self.label.clone(),
-            conversation: conversation.to_string(),
-            source: e,
-        }
-    }
 }
 
 /// Builds a fresh metered instance and gives it `conv`'s memory: restored

@@ -26,8 +26,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::instance::TRAINING_BANK;
 use crate::items::{ItemRecord, WriteRecord};
-use crate::runner::TRAINING_BANK;
 use crate::{BenchError, Result};
 
 /// The file a sharded run keeps its [`ShardRecord`] in.

@@ -54,9 +54,9 @@ use std::collections::BTreeMap;
 use submem::LatencyStats;
 use submem_core::Diagnostics;
 
+use crate::instance::TRAINING_BANK;
 use crate::items::{ItemRecord, WriteRecord};
 use crate::metrics::EvidenceFates;
-use crate::runner::TRAINING_BANK;
 
 /// One run's metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -157,7 +157,7 @@ pub struct BenchArgs {
 pub enum BenchAction {
     /// Merge the output directories of every `--shard I/N` run of one sweep into what the
     /// unsharded run writes (items.jsonl, writes.jsonl, summary.json, report.md and its SVGs).
-    Merge(crate::bench_merge::MergeArgs),
+    Merge(MergeArgs),
 }
 
 /// `YYYYMMDD-HHMMSS` in UTC.
@@ -482,6 +482,17 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         &outcome.failures,
         outcome.items.is_empty(),
     ))
+}
+
+/// `submem bench merge` options.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' output directories: every shard 1..N of one run, in any order.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the merged run (a new directory, or an earlier merge's).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Prints the report and where the results are, and the failures; the exit

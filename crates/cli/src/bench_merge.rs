@@ -6,30 +6,19 @@
 //! report are written by [`submem_bench::results`], as `submem bench` writes
 //! them. Kept memories and training banks stay in the shards' directories.
 
-use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use submem_bench::results;
 use submem_bench::shard::{self, ShardDir};
 
+use crate::bench_cmd::{finish, MergeArgs};
 use crate::run_info;
 use crate::AnyError;
 
 /// The key of a merged run's `run.json` that says how many shards it merged
 /// (and that a later merge may replace it).
 const MERGED_SHARDS: &str = "merged_shards";
-
-/// `submem bench merge` options.
-#[derive(Debug, Args)]
-pub struct MergeArgs {
-    /// The shards' output directories: every shard 1..N of one run, in any order.
-    #[arg(required = true, value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-    /// Where to write the merged run (a new directory, or an earlier merge's).
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-}
 
 /// Runs `submem bench merge`.
 pub fn run(args: MergeArgs) -> Result<ExitCode, AnyError> {
@@ -84,12 +73,7 @@ written by two runs; run the shard again into a new --out",
         items.len(),
         merged.writes.len()
     );
-    Ok(crate::bench_cmd::finish(
-        out,
-        &md,
-        &merged.failures,
-        items.is_empty(),
-    ))
+    Ok(finish(out, &md, &merged.failures, items.is_empty()))
 }
 
 /// Refuses an output directory that is one of the shards, or that holds a

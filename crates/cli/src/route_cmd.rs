@@ -24,11 +24,9 @@ use submem_core::plugin::{BuildContext, SubstrateSettings};
 use submem_core::{Namespace, Query, Regime, Services, Substrate};
 use submem_models::Config;
 use submem_router::factory::{build_router, RouterSettings};
-use submem_router::{
-    fit, FitSettings, HoldoutSplit, Observation, PolicyFile, QualityMetric, RouteNames, Scores,
-};
+use submem_router::{fit, FitSettings, HoldoutSplit, Observation, PolicyFile, RouteNames, Scores};
 
-use crate::route_eval::{self, EvalArgs};
+use crate::route_eval::{self, parse_metric, EvalArgs};
 use crate::AnyError;
 
 /// `submem route` actions.
@@ -205,13 +203,6 @@ pub fn load_observations(dir: &Path) -> Result<Vec<Observation>, AnyError> {
             })
         })
         .collect()
-}
-
-/// Parses `--metric`.
-pub fn parse_metric(s: &str) -> Result<QualityMetric, AnyError> {
-    QualityMetric::parse(s).ok_or_else(|| {
-        format!("unknown metric {s:?}; known: judge, f1, coverage, recall_verbatim, recall").into()
-    })
 }
 
 /// The routable names of `registry`.

@@ -21,7 +21,6 @@ use submem_bench::compare::{compare_on, Comparison, Scorer};
 use submem_bench::items::{read_jsonl, ItemRecord};
 use submem_router::{HoldoutSplit, PolicyFile, QualityMetric};
 
-use crate::route_cmd::parse_metric;
 use crate::AnyError;
 
 /// `submem route eval` options.
@@ -250,4 +249,11 @@ pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
 
 fn display(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// Parses `--metric`.
+pub fn parse_metric(s: &str) -> Result<QualityMetric, AnyError> {
+    QualityMetric::parse(s).ok_or_else(|| {
+        format!("unknown metric {s:?}; known: judge, f1, coverage, recall_verbatim, recall").into()
+    })
 }

@@ -9,9 +9,9 @@
 //!   `B̄ = 0.95·B`, `A = B̄ − |P|`) and what a substrate answers ([`Recall`]);
 //! - [`substrate`]: the object-safe async [`Substrate`] trait (write, read,
 //!   manage, footprint, persist/restore, forget);
-//! - [`services`]: the [`Llm`], [`Embedder`] and [`TokenCounter`] traits;
-//! - [`prefix`]: the optional prefix-caching capability of an [`Llm`] (a KV
-//!   cache prefilled once and reused, for M11);
+//! - [`services`]: the [`Llm`], [`Embedder`] and [`TokenCounter`] traits, and
+//!   the optional prefix-caching capability of an [`Llm`] ([`PrefixCaching`]:
+//!   a KV cache prefilled once and reused, for M11);
 //! - [`plugin`]: [`plugin::SubstrateFactory`], how a substrate names itself,
 //!   documents its settings and is built from them by any registry;
 //! - [`trace`]: what a read did with given events, for loss analyses.
@@ -34,7 +34,6 @@
 mod error;
 pub mod history;
 pub mod plugin;
-pub mod prefix;
 pub mod query;
 pub mod services;
 pub mod substrate;
@@ -47,11 +46,10 @@ pub mod testing;
 
 pub use error::{BoxError, Error, Result, ServiceError};
 pub use history::{Event, History, Namespace, Step, Turn};
-pub use prefix::{PrefilledLlm, PrefixCaching, PrefixReuse};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
 pub use services::{
-    cosine, l2_normalize, ChatMessage, ChatRequest, Completion, Embedder, Llm, Role, Services,
-    TokenCounter, Usage,
+    cosine, l2_normalize, ChatMessage, ChatRequest, Completion, Embedder, Llm, PrefilledLlm,
+    PrefixCaching, PrefixReuse, Role, Services, TokenCounter, Usage,
 };
 pub use substrate::{
     diagnostics_of, Diagnostics, Family, Footprint, Forget, ManageReport, MethodId, Substrate,

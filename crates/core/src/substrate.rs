@@ -305,7 +305,7 @@ impl Forget {
 /// Phases: [`write`](Substrate::write) ingests events, [`read`](Substrate::read)
 /// renders memory for one query under its token budget, and
 /// [`manage`](Substrate::manage) does maintenance that is neither (evolution,
-/// rebuilds, compaction). Wrap an instance in [`crate::MeteredSubstrate`] to
+/// rebuilds, compaction). Wrap an instance in `submem_kit::MeteredSubstrate` to
 /// count each phase's calls, tokens and time.
 #[async_trait]
 pub trait Substrate: Debug + Send + Sync + 'static {

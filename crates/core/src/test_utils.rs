@@ -102,7 +102,7 @@ impl Llm for FailingLlm {
 }
 
 /// A [`ScriptedLlm`] that can prefill, standing in for the local model's
-/// prefix cache ([`crate::prefix`]). Prompts render as `[role] content` lines;
+/// prefix cache ([`crate::PrefixCaching`]). Prompts render as `[role] content` lines;
 /// a prefilled head is that rendering with the last line left open, and a
 /// request hits when its rendering starts with it. Cache bytes are the head's
 /// byte length; prefix tokens its whitespace words.

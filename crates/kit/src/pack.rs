@@ -5,7 +5,7 @@
 //! A substrate that counts each unit once at write time decides what fits
 //! without counting again at read time; [`fill_and_render`] then counts
 //! only the joined text it shows (through
-//! [`render_in_time_order`](crate::render_in_time_order)), so the
+//! [`render_in_time_order`]), so the
 //! recall's token count stays exact. The flat packing baselines (`m2-fill`,
 //! `m1-fill`, `hybrid-fill`) read this way, and so can any plugin that
 //! ranks units.

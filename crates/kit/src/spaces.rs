@@ -7,7 +7,7 @@
 //! change a substrate makes to its state is made whole after its checks, by
 //! steps that cannot panic, so a lock poisoned by a panic elsewhere (a
 //! caller's task, a test) still guards a consistent state and is used as is
-//! ([`read`], [`write`] and [`lock`] do the same for any other lock).
+//! ([`read()`], [`write()`] and [`lock()`] do the same for any other lock).
 //!
 //! ```
 //! use submem_core::{Footprint, Namespace};

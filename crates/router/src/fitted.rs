@@ -1,5 +1,6 @@
 //! The fitted policy file: per cell (regime × history-depth bucket × budget
-//! bucket) the substrate and top-k that measured best, with the evidence.
+//! bucket) the substrate and top-k that measured best, with the evidence, and
+//! the [`FitSettings`] it was fitted with (which also cut the buckets).
 //!
 //! The file is written by `submem route fit` from `submem bench` outputs (see
 //! [`crate::fit`]) and read by [`crate::RoutedSubstrate::with_fitted`]. Cells
@@ -20,13 +21,14 @@
 //! message naming the cell.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use submem_core::{MethodId, Regime};
 
-use crate::fit::FitSettings;
 use crate::names::RouteNames;
 use crate::policy::Depth;
+use crate::split::HoldoutSplit;
 use crate::RouterError;
 
 /// The `format` field of every policy file.
@@ -326,4 +328,172 @@ impl PolicyFile {
 pub(crate) fn compose_of(choice: &Choice, names: &RouteNames) -> Option<(MethodId, f64)> {
     let c = choice.compose.as_ref()?;
     Some((names.parse_method(&c.with)?, c.share))
+}
+
+/// How to fit (stored in the policy file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitSettings {
+    /// The metric to compare; `None` picks the first of
+    /// [`QualityMetric::PREFERENCE`] every routable spec has.
+    #[serde(default)]
+    pub metric: Option<QualityMetric>,
+    /// Candidates whose median read latency exceeds this are not chosen.
+    #[serde(default)]
+    pub latency_cap_ms: Option<f64>,
+    /// Fewest paired items a candidate needs in a cell.
+    pub min_items: usize,
+    /// Candidates within this much quality of the best are decided by latency.
+    pub quality_margin: f64,
+    /// History tokens / budget edges between fits, moderate and long.
+    pub depth_edges: [f64; 2],
+    /// Budget bucket upper edges (tokens), ascending.
+    pub budget_edges: Vec<usize>,
+    /// Questions held out of the fit.
+    #[serde(default)]
+    pub holdout: Option<HoldoutSplit>,
+    /// The router members the policy is fitted for (canonical names); only
+    /// they are candidates. `None`: every routable substrate measured, which
+    /// must then hold at most one per method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<String>>,
+}
+
+impl Default for FitSettings {
+    fn default() -> Self {
+        FitSettings {
+            metric: None,
+            latency_cap_ms: None,
+            min_items: 5,
+            quality_margin: 0.0,
+            depth_edges: [1.0, 32.0],
+            // Puts the usual sweep 2048 / 4096 / 8192 in three buckets.
+            budget_edges: vec![3072, 6144],
+            holdout: None,
+            members: None,
+        }
+    }
+}
+
+impl FitSettings {
+    /// Refuses settings no fit or lookup can use.
+    pub fn validate(&self) -> Result<(), RouterError> {
+        let bad = |m: String| Err(RouterError::BadPolicy(m));
+        let [a, b] = self.depth_edges;
+        if !(a.is_finite() && b.is_finite() && a > 0.0 && a < b) {
+            return bad(format!(
+                "depth edges must be positive and ascending, got {a}, {b}"
+            ));
+        }
+        if self.budget_edges.windows(2).any(|w| w[0] >= w[1]) {
+            return bad(format!(
+                "budget edges must be strictly ascending, got {:?}",
+                self.budget_edges
+            ));
+        }
+        if self.min_items == 0 {
+            return bad("min_items must be at least 1".into());
+        }
+        if !(self.quality_margin.is_finite() && self.quality_margin >= 0.0) {
+            return bad(format!(
+                "quality margin must be ≥ 0, got {}",
+                self.quality_margin
+            ));
+        }
+        if self
+            .latency_cap_ms
+            .is_some_and(|c| !(c.is_finite() && c > 0.0))
+        {
+            return bad("the latency cap must be a positive number of ms".into());
+        }
+        if self.holdout.is_some_and(|h| !h.is_valid()) {
+            return bad("the held-out share must be in 0..=1".into());
+        }
+        if self.members.as_ref().is_some_and(Vec::is_empty) {
+            return bad("the member list is empty".into());
+        }
+        Ok(())
+    }
+
+    /// Checks the member list against the routable `names`: canonical names,
+    /// one per method.
+    pub fn check_names(&self, names: &RouteNames) -> Result<(), RouterError> {
+        if let Some(members) = &self.members {
+            for m in members {
+                if names.canonical_name(m) != Some(m.as_str()) {
+                    return Err(RouterError::BadPolicy(format!(
+                        "member {m:?} is not a canonical routable name ({})",
+                        names.known()
+                    )));
+                }
+            }
+            one_per_method(members.iter().map(String::as_str), names)?;
+        }
+        Ok(())
+    }
+
+    /// The depth bucket of a history at a budget.
+    pub fn depth(&self, history_tokens: u64, budget: usize) -> Depth {
+        let ratio = history_tokens as f64 / budget.max(1) as f64;
+        if ratio <= self.depth_edges[0] {
+            Depth::Fits
+        } else if ratio <= self.depth_edges[1] {
+            Depth::Moderate
+        } else {
+            Depth::Long
+        }
+    }
+
+    /// The budget bucket of a budget.
+    pub fn budget_bucket(&self, budget: usize) -> usize {
+        self.budget_edges
+            .iter()
+            .position(|e| budget <= *e)
+            .unwrap_or(self.budget_edges.len())
+    }
+
+    /// The cell of a query.
+    pub fn key_for(&self, regime: Regime, history_tokens: u64, budget: usize) -> CellKey {
+        CellKey {
+            regime,
+            depth: self.depth(history_tokens, budget),
+            budget_bucket: self.budget_bucket(budget),
+        }
+    }
+
+    /// `≤3072`, `3073–6144`, `>6144`.
+    pub fn budget_label(&self, bucket: usize) -> String {
+        let e = &self.budget_edges;
+        match (bucket.checked_sub(1).and_then(|i| e.get(i)), e.get(bucket)) {
+            (None, Some(hi)) => format!("≤{hi}"),
+            (Some(lo), Some(hi)) => format!("{}–{hi}", lo + 1),
+            (Some(lo), None) => format!(">{lo}"),
+            (None, None) => "any".into(),
+        }
+    }
+}
+
+/// Refuses two names standing for one method: a router holds one member per
+/// method, so a policy choosing between them could not be followed.
+pub(crate) fn one_per_method<'a>(
+    specs: impl IntoIterator<Item = &'a str>,
+    names: &'a RouteNames,
+) -> Result<(), RouterError> {
+    let mut by_method: BTreeMap<submem_core::MethodId, &str> = BTreeMap::new();
+    for name in specs {
+        let (Some(method), Some(canonical)) =
+            (names.parse_method(name), names.canonical_name(name))
+        else {
+            continue;
+        };
+        if let Some(other) = by_method.insert(method.clone(), canonical) {
+            if other != canonical {
+                return Err(RouterError::BadPolicy(format!(
+                    "{other} and {canonical} both implement {method}, and a router holds one member \
+per method: name the members to fit for (`route fit --members {canonical},...`)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -42,7 +42,8 @@ pub mod split;
 
 pub use explain::{CellExplanation, Explanation};
 pub use factory::{factories, router_factory, RouterSettings};
-pub use fit::{fit, FitSettings, Observation, Scores};
+pub use fit::{fit, Observation, Scores};
+pub use fitted::FitSettings;
 pub use fitted::{CellKey, PolicyFile, QualityMetric};
 pub use names::{RouteName, RouteNames};
 pub use policy::{Decision, Depth, Origin, RoutingPolicy, RoutingSignal, Rule};

@@ -1,8 +1,5 @@
-//! The baselines every comparison needs. [`NoMemory`] (`nomem`) shows
-//! nothing. It is the paper's *NoMem* row: the same reader
-//! template with an empty memory block, so that gains are attributed to
-//! retrieval rather than scaffolding. It also measures a harness's own
-//! overhead per item (it costs next to nothing).
+//! The baselines every comparison needs. [`NoMemory`] (`nomem`, its own
+//! module) shows nothing: the paper's *NoMem* row.
 //!
 //! The other baseline, the recency window (`recent`, the newest events that
 //! fit the allowance), is its own crate, `submem-recent` (cargo feature
@@ -15,28 +12,10 @@
 //! and their fusion and filling the budget) to a run that has
 //! anything else to compare with them, so every report shows the comparison.
 
-use async_trait::async_trait;
-use std::path::Path;
-use std::sync::Arc;
+use submem_core::Family;
 
-use submem_core::plugin::SubstrateFactory;
-
+pub use crate::nomem::{factories, NoMemory};
 use crate::registry::{Registry, SubstrateSpec};
-use submem_core::{
-    Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Result, Substrate,
-    SubstrateInfo, WriteReport,
-};
-
-/// This crate's own baselines' factories: `nomem`.
-pub fn factories() -> Vec<SubstrateFactory> {
-    vec![
-        SubstrateFactory::builder("nomem", MethodId::NO_MEMORY, Family::BASELINE)
-            .aliases(&["no-memory"])
-            .paper("Harness the Memory, the NoMem row")
-            .summary("shows nothing: the reader template with an empty memory block")
-            .build_without_settings(|_| Ok(Arc::new(NoMemory))),
-    ]
-}
 
 /// The packing baselines: turns, and pieces of κ tokens (*FlexA-Mem*'s piece
 /// retrieval), ranked by BM25, by dense similarity and by their
@@ -84,67 +63,10 @@ pub fn with_packing_baselines(specs: &[SubstrateSpec], registry: &Registry) -> V
     out
 }
 
-/// The no-memory baseline.
-#[derive(Debug, Default)]
-pub struct NoMemory;
-
-#[async_trait]
-impl Substrate for NoMemory {
-    fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::NO_MEMORY,
-            family: Family::BASELINE,
-            name: "no-memory".into(),
-            needs_llm: false,
-            training_free: true,
-        }
-    }
-    async fn write(&self, _namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
-        Ok(WriteReport {
-            events: events.len(),
-            units: 0,
-        })
-    }
-    async fn read(&self, query: &Query) -> Result<Recall> {
-        query.validate()?;
-        Ok(Recall::empty())
-    }
-    fn footprint(&self) -> Footprint {
-        Footprint::default()
-    }
-    async fn persist(&self, _dir: &Path) -> Result<()> {
-        Ok(())
-    }
-    async fn restore(&self, _dir: &Path) -> Result<()> {
-        Ok(())
-    }
-    async fn forget(&self, _target: &Forget) -> Result<usize> {
-        Ok(0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use submem_core::Turn;
-
-    #[tokio::test]
-    async fn no_memory_shows_nothing_and_refuses_bad_queries() {
-        let ns = Namespace::new("n").unwrap();
-        let turn = Event::Turn(Turn {
-            session_id: "s".into(),
-            session_date: None,
-            speaker: "A".into(),
-            text: "hello".into(),
-            source_id: "t0".into(),
-        });
-        assert_eq!(NoMemory.write(&ns, &[turn]).await.unwrap().events, 1);
-        let q = Query::question(ns.clone(), "q", 100);
-        assert_eq!(NoMemory.read(&q).await.unwrap().tokens, 0);
-        assert!(NoMemory.read(&Query::question(ns, "q", 0)).await.is_err());
-        assert_eq!(factories().len(), 1);
-    }
 
     #[cfg(feature = "flat")]
     #[test]

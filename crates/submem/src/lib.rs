@@ -40,6 +40,7 @@
 
 pub mod baselines;
 mod error;
+mod nomem;
 pub mod registry;
 
 pub use error::RegistryError;

@@ -169,7 +169,7 @@ pub fn builtin_factories() -> Vec<SubstrateFactory> {
     out.extend(submem_refine::factories());
     #[cfg(feature = "lora")]
     out.extend(submem_lora::factories());
-    out.extend(crate::baselines::factories());
+    out.extend(crate::nomem::factories());
     #[cfg(feature = "recent")]
     out.extend(submem_recent::factories());
     #[cfg(feature = "router")]

@@ -1,40 +1,12 @@
-//! The recency window's settings and the factory a registry builds it with
-//! (`recent`, alias `window`; `submem bench --substrates recent:max_events=20`).
+//! The factory a registry builds the recency window with (`recent`, alias
+//! `window`; `submem bench --substrates recent:max_events=20`).
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Family, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::Family;
 
-use crate::{recent_window, RecentError, METHOD};
-
-/// Settings of `recent`, and the window's whole configuration: a substrate
-/// has one such type, the schema derived on what it is built from.
-///
-/// Every field has a doc comment: its first sentence is what `submem
-/// substrates` lists for the setting. Unknown keys are refused (`deny_unknown_fields`),
-/// and [`validate`](SubstrateSettings::validate) refuses values serde accepts
-/// but the window cannot use.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecentSettings {
-    /// Most events a read shows, the newest (unset: as many as fit the allowance).
-    ///
-    /// A fixed-length short-term window, as agent loops keep: with it, a
-    /// large budget is left partly unused rather than filled with older
-    /// events. At least 1.
-    pub max_events: Option<usize>,
-}
-
-impl SubstrateSettings for RecentSettings {
-    fn validate(&self) -> Result<()> {
-        if self.max_events == Some(0) {
-            return Err(RecentError::ZeroMaxEvents.into());
-        }
-        Ok(())
-    }
-}
+use crate::{recent_window, RecentSettings, METHOD};
 
 /// `recent` (alias `window`): the newest events that fit the allowance.
 pub fn recent_factory() -> SubstrateFactory {
@@ -64,7 +36,7 @@ mod tests {
     use super::*;
     use submem_core::plugin::{BuildContext, Settings};
     use submem_core::test_utils::test_services;
-    use submem_core::{Event, Namespace, Query, Turn};
+    use submem_core::{Event, Namespace, Query, Result, Turn};
 
     fn settings(pairs: &[(&str, &str)]) -> Result<Settings> {
         let f = recent_factory();

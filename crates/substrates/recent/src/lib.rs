@@ -35,7 +35,8 @@
 //! | [`Recency`] and [`RecentWindow`] = `EventLog<Recency>` (`window.rs`) | your ranking rule and substrate type; its `info()` name `recent-window` |
 //! | `METHOD` = `MethodId::from_static("RecentWindow")`, [`Family::BASELINE`](submem_core::Family::BASELINE) | your method id (letters, digits, `-`, `_`) and family ([`Family::new`](submem_core::Family::new) for a new one) |
 //! | `MANIFEST_NAME`, `STATE_FILE` (`window.rs`) | names of your persisted state; bump `FORMAT_VERSION` when its shape changes |
-//! | [`RecentSettings`] and [`factories`] (`factory.rs`): name `recent`, alias `window` | your settings struct and the names users type |
+//! | [`RecentSettings`] (`window.rs`): the window's configuration, which is its settings | your settings struct |
+//! | [`factories`] (`factory.rs`): name `recent`, alias `window` | the names users type |
 //! | [`RecentError`] (`error.rs`) | your crate's one error enum |
 //!
 //! then replace `Recency::rank` with your own rule (and `Extra`, for data to
@@ -73,5 +74,5 @@ pub mod factory;
 mod window;
 
 pub use error::RecentError;
-pub use factory::{factories, recent_factory, RecentSettings};
-pub use window::{recent_window, Recency, RecentWindow, METHOD};
+pub use factory::{factories, recent_factory};
+pub use window::{recent_window, Recency, RecentSettings, RecentWindow, METHOD};

@@ -7,13 +7,14 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::SubstrateSettings as _;
+use serde::{Deserialize, Serialize};
+use submem_core::plugin::SubstrateSettings;
 use submem_core::{Event, Family, MethodId, Query, Result, SubstrateInfo, TokenCounter};
 use submem_kit::event_log::{EventLog, LogRanker, Logged};
 use submem_kit::state::StateFile;
 use submem_kit::PackPolicy;
 
-use crate::RecentSettings;
+use crate::RecentError;
 
 /// The method id of the recency window.
 pub const METHOD: MethodId = MethodId::from_static("RecentWindow");
@@ -106,6 +107,33 @@ impl LogRanker for Recency {
     /// event that does not fit.
     fn packing(&self) -> PackPolicy {
         PackPolicy::StopAtFirstUnfit
+    }
+}
+
+/// Settings of `recent`, and the window's whole configuration: a substrate
+/// has one such type, the schema derived on what it is built from.
+///
+/// Every field has a doc comment: its first sentence is what `submem
+/// substrates` lists for the setting. Unknown keys are refused (`deny_unknown_fields`),
+/// and [`validate`](SubstrateSettings::validate) refuses values serde accepts
+/// but the window cannot use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecentSettings {
+    /// Most events a read shows, the newest (unset: as many as fit the allowance).
+    ///
+    /// A fixed-length short-term window, as agent loops keep: with it, a
+    /// large budget is left partly unused rather than filled with older
+    /// events. At least 1.
+    pub max_events: Option<usize>,
+}
+
+impl SubstrateSettings for RecentSettings {
+    fn validate(&self) -> Result<()> {
+        if self.max_events == Some(0) {
+            return Err(RecentError::ZeroMaxEvents.into());
+        }
+        Ok(())
     }
 }
 
