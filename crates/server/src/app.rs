@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::api;
+use crate::forward::Forwarding;
 use crate::service::AppState;
 
 /// Every HTTP route as `(method, path)`, in OpenAPI's path syntax.
@@ -42,7 +43,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/reports/{run}/items"),
 ];
 
-/// The HTTP application (without `/mcp`, which [`crate::serve`] nests in).
+/// The HTTP application (without `/mcp`, which [`crate::Server::serve`] nests in).
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.store.config.limits.max_body_bytes;
     let v1 = Router::new()
@@ -60,7 +61,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/namespaces/{ns}/meter", get(api::meter))
         .route("/v1/jobs/{id}", get(api::job))
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            Forwarding {
+                forwarder: state.forwarder.clone(),
+                max_body_bytes: limit,
+            },
             crate::forward::to_owner,
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));

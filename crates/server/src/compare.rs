@@ -5,24 +5,22 @@
 //! Each substrate is built from the registry with the server's services,
 //! given the namespace's logged events (written, not forgotten), and read.
 //! Built instances are kept per (namespace, spec, log end) in a small
-//! bounded cache, so asking again at another budget does not rebuild them;
-//! any write or forget moves the log's end and so invalidates them.
+//! bounded cache ([`CompareCache`], held in the server's state), so asking
+//! again at another budget does not rebuild them; any write or forget moves
+//! the log's end and so invalidates them.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::auth::Caller;
-use crate::namespace::Metered;
+pub use crate::compare_cache::{CompareCache, CACHE_ENTRIES};
 use crate::service::{self, AppState, ReadRequest};
 use crate::{Result, ServerError};
 use submem_core::Substrate;
 
 /// Most substrates one comparison renders.
 pub const MAX_SUBSTRATES: usize = 4;
-/// Most built instances kept.
-pub const CACHE_ENTRIES: usize = 8;
 
 /// `POST /v1/namespaces/{ns}/compare`.
 #[derive(Debug, Deserialize)]
@@ -40,48 +38,6 @@ pub struct CompareRequest {
     pub gold: Vec<String>,
     /// Most hits a retrieving substrate considers (default 10).
     pub k: Option<usize>,
-}
-
-type Key = (String, String, u64);
-
-/// Built substrates by (namespace, spec, log end), oldest first.
-#[derive(Default)]
-pub struct CompareCache {
-    entries: Mutex<Vec<(Key, Arc<Metered>)>>,
-}
-
-impl std::fmt::Debug for CompareCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.entries.lock().map(|e| e.len()).unwrap_or(0);
-        f.debug_struct("CompareCache").field("entries", &n).finish()
-    }
-}
-
-impl CompareCache {
-    fn get(&self, key: &Key) -> Option<Arc<Metered>> {
-        let e = self.entries.lock().ok()?;
-        e.iter().find(|(k, _)| k == key).map(|(_, s)| s.clone())
-    }
-
-    fn put(&self, key: Key, substrate: Arc<Metered>) {
-        if let Ok(mut e) = self.entries.lock() {
-            e.retain(|(k, _)| k != &key);
-            e.push((key, substrate));
-            while e.len() > CACHE_ENTRIES {
-                e.remove(0);
-            }
-        }
-    }
-
-    /// How many built instances are kept.
-    pub fn len(&self) -> usize {
-        self.entries.lock().map(|e| e.len()).unwrap_or(0)
-    }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Renders the namespace `name` with each requested substrate; one JSON

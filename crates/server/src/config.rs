@@ -3,7 +3,8 @@
 //!
 //! It is the `[server]` table of the same TOML file as the models'
 //! configuration (`submem serve --config FILE`), so one file configures a
-//! deployment; [`split_config`] separates the two.
+//! deployment; [`split_config`] separates the two. [`redact_url`] hides the
+//! password of a `store` URL in messages and logs.
 //!
 //! ```toml
 //! [server]
@@ -200,7 +201,7 @@ impl ServerConfig {
         if store != "file" && !postgres {
             return Err(ServerError::Config(format!(
                 "store must be `file` or a postgres:// URL, got {:?}",
-                crate::storage::postgres::redact_url(store)
+                redact_url(store)
             )));
         }
         if let Some(url) = &self.advertise {
@@ -228,6 +229,25 @@ impl ServerConfig {
 pub fn hash_key(token: &str) -> String {
     let digest = Sha256::digest(token.as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A URL with its password (if any) replaced, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// Splits a combined TOML file into the server's table and the rest (the
@@ -280,10 +300,7 @@ mod tests {
             let e = ServerConfig::from_toml_str(&format!("advertise = {bad:?}\n")).unwrap_err();
             assert!(e.to_string().contains("advertise"), "{e}");
         }
-        assert_eq!(
-            crate::storage::postgres::redact_url("postgres://u:pw@db/x"),
-            "postgres://u:***@db/x"
-        );
+        assert_eq!(redact_url("postgres://u:pw@db/x"), "postgres://u:***@db/x");
     }
 
     #[test]

@@ -20,11 +20,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::OwnedBy;
-use crate::service::AppState;
 use crate::{Result, ServerError};
 
 /// Header of a request one node sent to another.
@@ -124,14 +122,24 @@ impl Forwarder {
     }
 }
 
+/// The state of [`to_owner`]: the server's forwarder and body limit.
+#[derive(Debug, Clone)]
+pub struct Forwarding {
+    /// How this node reaches the others; `None` (file store): nothing is
+    /// forwarded.
+    pub forwarder: Option<Forwarder>,
+    /// Largest request body held for forwarding (`limits.max_body_bytes`).
+    pub max_body_bytes: usize,
+}
+
 /// Middleware of the namespace routes: runs the request here and, when the
 /// answer says another node owns the namespace, sends the request there.
-pub async fn to_owner(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+pub async fn to_owner(State(state): State<Forwarding>, req: Request, next: Next) -> Response {
     let Some(forwarder) = state.forwarder.as_ref() else {
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();
-    let limit = state.store.config.limits.max_body_bytes;
+    let limit = state.max_body_bytes;
     let bytes = match to_bytes(body, limit).await {
         Ok(b) => b,
         Err(_) => {

@@ -43,6 +43,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod compare;
+mod compare_cache;
 pub mod config;
 pub mod error;
 pub mod extract;

@@ -21,12 +21,11 @@
 //! snapshot and replays the log after the offset it covers.
 //!
 //! A handle counts the requests using it and the operations queued on it, so
-//! the resident set ([`crate::resident`]) closes only idle namespaces:
+//! the resident set ([`crate::store`]) closes only idle namespaces:
 //! [`NamespaceHandle::close`] drains the queue, snapshots what is not yet
 //! snapshotted and releases the namespace's lease.
 
 use futures::FutureExt;
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -41,29 +40,12 @@ use submem_core::{Namespace, Substrate, WriteReport};
 
 use crate::jobs::Jobs;
 use crate::log::{EventLog, LogRecord};
+pub use crate::storage::NamespaceMeta;
 use crate::storage::{Lease, NamespaceStorage, SnapshotStore};
 use crate::{Result, ServerError};
 
 /// The metered substrate of a namespace.
 pub type Metered = MeteredSubstrate<Arc<dyn Substrate>>;
-
-/// What is stored about a namespace besides its log and snapshots.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NamespaceMeta {
-    /// The namespace's name.
-    pub name: String,
-    /// The substrate spec it was created with (`m2`, `flexa:rho=0.2`).
-    pub substrate: String,
-    /// Creation time, Unix seconds.
-    pub created_unix: u64,
-    /// When the namespace's log last changed (a write, a forget or the
-    /// rewrite after one), Unix seconds, as the store reports it when the
-    /// namespace is listed; `None` before any record (or for records a
-    /// PostgreSQL store appended before it kept the time). Never stored
-    /// with the metadata itself.
-    #[serde(default, skip_serializing)]
-    pub last_write_unix: Option<u64>,
-}
 
 /// The outcome of a submitted change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,7 +130,7 @@ pub struct NamespaceHandle {
     /// `None` once closed.
     ops: std::sync::Mutex<Option<mpsc::UnboundedSender<Op>>>,
     applier: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// Requests holding the handle (see [`crate::resident`]).
+    /// Requests holding the handle (see [`crate::store`]).
     pub(crate) users: AtomicUsize,
     /// When it was last handed to a request, as ms since `opened`.
     last_used_ms: AtomicU64,

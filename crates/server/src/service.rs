@@ -18,6 +18,7 @@ use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
 use submem_core::{Event, ManageReport, Query, ReadTrace, SourceHit, WriteReport};
 
 use crate::auth::{Caller, KeyTable};
+use crate::compare_cache::CompareCache;
 use crate::forward::Forwarder;
 use crate::metrics::Metrics;
 use crate::namespace::{NamespaceHandle, NamespaceMeta, Submitted};
@@ -40,7 +41,7 @@ pub struct AppState {
     /// nodes); `None` for the file store.
     pub forwarder: Option<Forwarder>,
     /// Substrates built for side-by-side comparisons ([`crate::compare`]).
-    pub compare: crate::compare::CompareCache,
+    pub compare: CompareCache,
 }
 
 /// Largest `k` a read may ask for.

@@ -20,10 +20,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use submem_core::Substrate;
 
-use super::{Backend, NamespaceStorage, OpenOutcome, SnapshotStore, SoleOwner};
+use super::{Backend, NamespaceMeta, NamespaceStorage, OpenOutcome, SnapshotStore, SoleOwner};
 use crate::config::hash_key;
 use crate::log::{sync_dir, FileLog};
-use crate::namespace::NamespaceMeta;
 use crate::{snapshot, Result, ServerError};
 
 /// Namespaces in a data directory.

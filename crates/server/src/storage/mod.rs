@@ -1,10 +1,11 @@
 //! Where namespaces are kept: their metadata, event logs and snapshots.
 //!
-//! A [`Backend`] is the catalog of namespaces (create, list, delete, look up
-//! without opening anything) and opens one namespace's storage, a
-//! [`NamespaceStorage`]: its [`EventLog`] (the source of truth), its
-//! [`SnapshotStore`] (substrate states tied to the log position they cover)
-//! and a [`Lease`] that says whether this process may still write it.
+//! A [`Backend`] is the catalog of namespaces, each described by a
+//! [`NamespaceMeta`] (create, list, delete, look up without opening
+//! anything), and opens one namespace's storage, a [`NamespaceStorage`]: its
+//! [`EventLog`] (the source of truth), its [`SnapshotStore`] (substrate
+//! states tied to the log position they cover) and a [`Lease`] that says
+//! whether this process may still write it.
 //!
 //! Two backends stand behind the same traits:
 //! - [`file::FileBackend`], the embedded default: a directory per namespace
@@ -20,13 +21,13 @@ pub mod file;
 pub mod postgres;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use submem_core::Substrate;
 
 use crate::log::EventLog;
-use crate::namespace::NamespaceMeta;
 use crate::Result;
 
 /// Substrate snapshots of one namespace, each tied to the log offset it
@@ -91,6 +92,24 @@ pub enum OpenOutcome {
     Opened(NamespaceStorage),
     /// Another node owns it; requests go to the advertised URL.
     OwnedBy(String),
+}
+
+/// What is stored about a namespace besides its log and snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceMeta {
+    /// The namespace's name.
+    pub name: String,
+    /// The substrate spec it was created with (`m2`, `flexa:rho=0.2`).
+    pub substrate: String,
+    /// Creation time, Unix seconds.
+    pub created_unix: u64,
+    /// When the namespace's log last changed (a write, a forget or the
+    /// rewrite after one), Unix seconds, as the store reports it when the
+    /// namespace is listed; `None` before any record (or for records a
+    /// PostgreSQL store appended before it kept the time). Never stored
+    /// with the metadata itself.
+    #[serde(default, skip_serializing)]
+    pub last_write_unix: Option<u64>,
 }
 
 /// The catalog of namespaces and the opener of their storage.

@@ -18,13 +18,11 @@ use submem_kit::bm25::Bm25Index;
 use submem_kit::record::{Fields, RuleLine, Writer};
 use submem_kit::text::StopWords;
 
+pub use crate::pieces::PieceKey;
 use crate::pieces::{cut_event, Piece};
 use crate::record::UnitKind;
 use crate::vectors::PieceVectors;
 use crate::PieceSizes;
-
-/// A piece's key: the event's sequence number and the piece's index in it.
-pub type PieceKey = (u64, u32);
 
 /// A merged record's key: the (unit id, version) pairs it covers.
 pub type MergeKey = Vec<(u64, u32)>;

@@ -10,7 +10,7 @@
 use rustc_hash::FxHashMap;
 use submem_core::cosine;
 
-use crate::state::PieceKey;
+use crate::pieces::PieceKey;
 
 /// Piece vectors by piece key, stored as rows of one block.
 #[derive(Debug, Clone, Default)]

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use submem_core::Event;
 use submem_kit::chunk;
+use submem_kit::text::content_words;
 
-use crate::text::content_words;
 use crate::GistConfig;
 
 /// One stored event.
@@ -103,7 +103,7 @@ impl Entry {
 pub enum GistWriter {
     /// The LLM (reply cut at its first sentence and the word limit).
     Llm,
-    /// The rule writer ([`crate::gist::rule_gist`]).
+    /// The rule writer (`gist::rule_gist`).
     Rule,
 }
 

@@ -60,6 +60,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod arch;
 pub mod codec;
 mod config;
 mod error;
@@ -69,6 +70,7 @@ pub mod lora;
 mod mem;
 pub mod model;
 pub mod qa;
+mod space;
 mod store;
 pub mod train;
 

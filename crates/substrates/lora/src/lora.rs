@@ -22,8 +22,8 @@ use rand::{Rng, SeedableRng};
 
 use submem_kit::spaces;
 
+use crate::arch::LlamaConfig;
 use crate::error::{LoraError, Result};
-use crate::llama::LlamaConfig;
 
 /// One low-rank update: `A` (`r × in`) and `B` (`out × r`).
 #[derive(Debug, Clone)]

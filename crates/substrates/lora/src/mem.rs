@@ -36,36 +36,9 @@ use crate::error::LoraError;
 use crate::lora::Adapter;
 use crate::model::{AdapterReader, LoraModel};
 use crate::qa::{chunk_pairs, QaPair};
+use crate::space::{EventMeta, Space};
 use crate::store;
 use crate::train::{train, Example, TrainReport};
-
-/// One ingested event: its id and its size in budget tokens.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct EventMeta {
-    pub source_id: String,
-    pub tokens: u64,
-}
-
-/// The memory of one namespace.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Space {
-    pub events: Vec<EventMeta>,
-    pub pairs: Vec<QaPair>,
-    pub adapter: Option<Arc<Adapter>>,
-    /// Bumped whenever `pairs` changes.
-    pub version: u64,
-    /// The `version` the adapter was trained at.
-    pub trained_version: u64,
-    /// A forget removed pairs the current adapter was trained on.
-    pub forgotten_since_training: bool,
-    pub last_training: Option<TrainReport>,
-}
-
-impl Space {
-    fn pending(&self) -> bool {
-        self.version != self.trained_version
-    }
-}
 
 /// Counters for reports and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -83,7 +56,7 @@ pub struct LoraMemory {
     services: Services,
     config: LoraConfig,
     model: LoraModel,
-    pub(crate) spaces: Spaces<Space>,
+    spaces: Spaces<Space>,
     rule_chunks: AtomicU64,
     llm_chunks: AtomicU64,
     trainings: AtomicU64,
@@ -384,11 +357,18 @@ impl Substrate for LoraMemory {
     }
 
     async fn persist(&self, dir: &Path) -> Result<()> {
-        store::persist(self, dir)
+        store::persist(&self.spaces, &self.fingerprint(), dir)
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
-        store::restore(self, dir)
+        store::restore(
+            &self.spaces,
+            &self.fingerprint(),
+            self.model.base().config(),
+            self.config.rank,
+            self.config.alpha,
+            dir,
+        )
     }
 
     #[tracing::instrument(name = "m9.forget", skip_all)]

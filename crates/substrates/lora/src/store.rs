@@ -12,10 +12,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use submem_core::{Error, Namespace, Result};
 use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_kit::spaces::Spaces;
 
+use crate::llama::LlamaConfig;
 use crate::lora::Adapter;
-use crate::mem::{EventMeta, LoraMemory, Space};
 use crate::qa::QaPair;
+use crate::space::{EventMeta, Space};
 use crate::train::TrainReport;
 
 /// Name written into the manifest.
@@ -46,9 +48,11 @@ fn adapter_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-pub(crate) fn persist(mem: &LoraMemory, dir: &Path) -> Result<()> {
+/// Writes `spaces` to `dir` under the memory's `fingerprint` and records the
+/// adapters' bytes as the spaces' disk size.
+pub(crate) fn persist(spaces: &Spaces<Space>, fingerprint: &str, dir: &Path) -> Result<()> {
     let snapshot: Vec<(Namespace, Space)> = {
-        let spaces = mem.spaces.read();
+        let spaces = spaces.read();
         let mut v: Vec<_> = spaces.iter().map(|(n, s)| (n.clone(), s.clone())).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -97,30 +101,38 @@ pub(crate) fn persist(mem: &LoraMemory, dir: &Path) -> Result<()> {
         }
     }
     let state = StateFile {
-        fingerprint: mem.fingerprint(),
+        fingerprint: fingerprint.to_string(),
         spaces: files,
     };
     write_json(&dir.join(STATE_FILE), &state)?;
     write_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
-    mem.spaces.set_disk_bytes(disk);
+    spaces.set_disk_bytes(disk);
     Ok(())
 }
 
-pub(crate) fn restore(mem: &LoraMemory, dir: &Path) -> Result<()> {
+/// Replaces `spaces` with those stored in `dir`, refusing a store written
+/// under another `fingerprint`; adapters are loaded for the base model's
+/// shape `cfg` at `rank` and `alpha`.
+pub(crate) fn restore(
+    spaces: &Spaces<Space>,
+    fingerprint: &str,
+    cfg: &LlamaConfig,
+    rank: usize,
+    alpha: f64,
+    dir: &Path,
+) -> Result<()> {
     check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
     let state: StateFile = read_json(&dir.join(STATE_FILE))?;
-    if state.fingerprint != mem.fingerprint() {
+    if state.fingerprint != fingerprint {
         return Err(Error::store(
             dir,
             format!(
                 "store holds adapters for {:?}, this instance is {:?}",
-                state.fingerprint,
-                mem.fingerprint()
+                state.fingerprint, fingerprint
             ),
         ));
     }
-    let cfg = mem.model().base().config();
-    let mut spaces = HashMap::with_capacity(state.spaces.len());
+    let mut restored = HashMap::with_capacity(state.spaces.len());
     let mut disk = 0u64;
     for f in state.spaces {
         let adapter = match &f.adapter_file {
@@ -130,13 +142,13 @@ pub(crate) fn restore(mem: &LoraMemory, dir: &Path) -> Result<()> {
                     return Err(Error::store(&path, "adapter file is missing"));
                 }
                 disk += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                let a = Adapter::load(&path, cfg, mem.config().rank, mem.config().alpha)
+                let a = Adapter::load(&path, cfg, rank, alpha)
                     .map_err(|e| Error::store(&path, format!("unreadable adapter: {e}")))?;
                 Some(Arc::new(a))
             }
             None => None,
         };
-        spaces.insert(
+        restored.insert(
             f.namespace,
             Space {
                 events: f.events,
@@ -149,7 +161,7 @@ pub(crate) fn restore(mem: &LoraMemory, dir: &Path) -> Result<()> {
             },
         );
     }
-    *mem.spaces.write() = spaces;
-    mem.spaces.set_disk_bytes(disk);
+    *spaces.write() = restored;
+    spaces.set_disk_bytes(disk);
     Ok(())
 }

@@ -51,35 +51,16 @@ use tokio_postgres::NoTls;
 
 use submem_core::Substrate;
 
-use super::{Backend, Lease, NamespaceStorage, OpenOutcome, SnapshotStore};
+use super::{Backend, Lease, NamespaceMeta, NamespaceStorage, OpenOutcome, SnapshotStore};
 use crate::config::hash_key;
+pub use crate::config::redact_url;
 use crate::log::{EventLog, LogRecord};
-use crate::namespace::NamespaceMeta;
 use crate::{Result, ServerError};
 use session::{OwnerSession, OwnerSessions};
 
 /// First key of every namespace's advisory lock (`"SuMe"`); the second is
 /// the namespace's id.
 const LOCK_CLASS: i32 = 0x5375_4d65;
-
-/// A URL with its password (if any) replaced, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &url[..scheme + 3],
-                    &userinfo[..colon],
-                    &url[at..]
-                ),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
 
 /// Maps a database error to a storage error that says what was being done.
 pub(crate) fn pg_err(what: &'static str) -> impl Fn(tokio_postgres::Error) -> ServerError {
