@@ -23,6 +23,7 @@
 //! | [`dir`] | replacing a saved directory whole: written beside its target, swapped in once complete ([`dir::Staged`]) |
 //! | [`persist`] | manifests, atomic writes and per-namespace state files for persisted memory ([`persist::save_states`], [`persist::load_states`]) |
 //! | [`render`] | packing ranked units under a budget, shown in time order ([`render_in_time_order`], [`PackPolicy`]) |
+//! | [`setters`](mod@setters) | builder setters for a configuration's public fields, written once ([`setters!`](crate::setters!)) |
 //! | [`meter`] | wrappers that count every LLM call, token, embedding call and second per phase ([`Meter`], [`MeteredSubstrate`]) |
 //!
 //! Dependencies stay as light as the contract's: `submem-core`, serde,
@@ -54,6 +55,7 @@ pub mod persist;
 pub mod pieces;
 pub mod record;
 pub mod render;
+pub mod setters;
 pub mod spaces;
 pub mod state;
 pub mod text;

@@ -108,6 +108,21 @@ pub trait SubstrateSettings:
     }
 }
 
+/// Implements [`SubstrateSettings`] for configuration types whose own
+/// `fn validate(&self) -> Result<(), E>` (any `E: Display`) checks them, its
+/// error becoming [`Error::InvalidInput`](crate::Error::InvalidInput):
+/// `submem_core::settings_checked_by_validate!(GistConfig, NotesConfig);`.
+#[macro_export]
+macro_rules! settings_checked_by_validate {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl $crate::plugin::SubstrateSettings for $ty {
+            fn validate(&self) -> $crate::Result<()> {
+                <$ty>::validate(self).map_err(|e| $crate::Error::InvalidInput(e.to_string()))
+            }
+        }
+    )+};
+}
+
 /// One setting, for listings (`submem substrates`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SettingDoc {

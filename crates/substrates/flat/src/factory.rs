@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::{Family, MethodId, Result};
 
 use crate::hybrid::HYBRID;
 use crate::pieces::PIECES;
@@ -17,23 +17,7 @@ use crate::{
 
 const PAPER: &str = "Harness the Memory";
 
-impl SubstrateSettings for DenseConfig {
-    fn validate(&self) -> Result<()> {
-        DenseConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
-
-impl SubstrateSettings for SparseConfig {
-    fn validate(&self) -> Result<()> {
-        SparseConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
-
-impl SubstrateSettings for HybridConfig {
-    fn validate(&self) -> Result<()> {
-        HybridConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(DenseConfig, SparseConfig, HybridConfig);
 
 impl SubstrateSettings for PieceConfig {
     fn validate(&self) -> Result<()> {

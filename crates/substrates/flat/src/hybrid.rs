@@ -104,35 +104,19 @@ impl Default for HybridConfig {
     }
 }
 
+submem_kit::setters!(HybridConfig {
+    with_fill => fill: bool,
+    with_candidates => candidates: Option<usize>,
+    with_pool => pool: usize,
+    with_stop_words => stop_words: StopWords,
+    with_rrf_k => rrf_k: f32,
+});
+
 impl HybridConfig {
     /// Sets [`HybridConfig::fill`] and `candidates` to read
     /// at `depth`.
     pub fn with_depth(mut self, depth: ReadDepth) -> Self {
         (self.fill, self.candidates) = depth.to_settings();
-        self
-    }
-
-    /// Sets [`HybridConfig::fill`].
-    pub fn with_fill(mut self, fill: bool) -> Self {
-        self.fill = fill;
-        self
-    }
-
-    /// Sets the `candidates` field: most turns a fill read ranks on each side.
-    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
-        self.candidates = candidates;
-        self
-    }
-
-    /// Sets [`HybridConfig::pool`].
-    pub fn with_pool(mut self, pool: usize) -> Self {
-        self.pool = pool;
-        self
-    }
-
-    /// Sets [`HybridConfig::stop_words`].
-    pub fn with_stop_words(mut self, list: StopWords) -> Self {
-        self.stop_words = list;
         self
     }
 
@@ -154,12 +138,6 @@ impl HybridConfig {
             .clone()
             .with_stop_words(self.stop_words)
             .with_depth(ReadDepth::TopK)
-    }
-
-    /// Sets [`HybridConfig::rrf_k`].
-    pub fn with_rrf_k(mut self, k: f32) -> Self {
-        self.rrf_k = k;
-        self
     }
 
     pub(crate) fn validate(&self) -> std::result::Result<(), FlatError> {

@@ -13,19 +13,15 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{FlexaConfig, FlexaMem};
 
-impl SubstrateSettings for FlexaConfig {
-    fn validate(&self) -> Result<()> {
-        // Settings parse with `FlexaConfig::default`'s recovery defaults,
-        // which only fill what they leave unset (piece recovery's ρ and
-        // ranking), valid in both variants.
-        FlexaConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+// Settings parse with `FlexaConfig::default`'s recovery defaults, which only
+// fill what they leave unset (piece recovery's ρ and ranking), valid in both
+// variants.
+submem_core::settings_checked_by_validate!(FlexaConfig);
 
 /// The factory `name` whose settings default to `base`; a build keeps
 /// `base`'s recovery defaults, which are no setting.

@@ -62,53 +62,19 @@ impl Default for GistConfig {
     }
 }
 
-impl GistConfig {
-    /// Sets [`GistConfig::page_tokens`].
-    pub fn with_page_tokens(mut self, n: usize) -> Self {
-        self.page_tokens = n;
-        self
-    }
-    /// Sets [`GistConfig::tiny_session_tokens`].
-    pub fn with_tiny_session_tokens(mut self, n: usize) -> Self {
-        self.tiny_session_tokens = n;
-        self
-    }
-    /// Sets [`GistConfig::gist_words`].
-    pub fn with_gist_words(mut self, n: usize) -> Self {
-        self.gist_words = n;
-        self
-    }
-    /// Sets [`GistConfig::gist_max_new_tokens`].
-    pub fn with_gist_max_new_tokens(mut self, n: usize) -> Self {
-        self.gist_max_new_tokens = n;
-        self
-    }
-    /// Sets [`GistConfig::max_expand`].
-    pub fn with_max_expand(mut self, n: usize) -> Self {
-        self.max_expand = n;
-        self
-    }
-    /// Sets [`GistConfig::select_max_new_tokens`].
-    pub fn with_select_max_new_tokens(mut self, n: usize) -> Self {
-        self.select_max_new_tokens = n;
-        self
-    }
-    /// Sets [`GistConfig::select_prompt_tokens`].
-    pub fn with_select_prompt_tokens(mut self, n: usize) -> Self {
-        self.select_prompt_tokens = n;
-        self
-    }
-    /// Sets [`GistConfig::llm_select`].
-    pub fn with_llm_select(mut self, on: bool) -> Self {
-        self.llm_select = on;
-        self
-    }
-    /// Sets [`GistConfig::dedup_jaccard`].
-    pub fn with_dedup_jaccard(mut self, j: f32) -> Self {
-        self.dedup_jaccard = j;
-        self
-    }
+submem_kit::setters!(GistConfig {
+    with_page_tokens => page_tokens: usize,
+    with_tiny_session_tokens => tiny_session_tokens: usize,
+    with_gist_words => gist_words: usize,
+    with_gist_max_new_tokens => gist_max_new_tokens: usize,
+    with_max_expand => max_expand: usize,
+    with_select_max_new_tokens => select_max_new_tokens: usize,
+    with_select_prompt_tokens => select_prompt_tokens: usize,
+    with_llm_select => llm_select: bool,
+    with_dedup_jaccard => dedup_jaccard: f32,
+});
 
+impl GistConfig {
     /// Rejects settings the method cannot work with.
     pub fn validate(&self) -> Result<(), GistError> {
         let positive = [

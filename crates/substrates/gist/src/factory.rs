@@ -3,16 +3,12 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{GistConfig, GistIndex};
 
-impl SubstrateSettings for GistConfig {
-    fn validate(&self) -> Result<()> {
-        GistConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(GistConfig);
 
 /// `m3`: pages with one-sentence gists; a read expands the pages the LLM
 /// (or, without one, BM25) selects.

@@ -4,16 +4,12 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{GraphConfig, GraphMemory};
 
-impl SubstrateSettings for GraphConfig {
-    fn validate(&self) -> Result<()> {
-        GraphConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(GraphConfig);
 
 /// `m5`: LightRAG's dual-level graph (entities, relations and dense chunks,
 /// fused by reciprocal rank).

@@ -19,10 +19,6 @@ impl Default for FullContextConfig {
     }
 }
 
-impl FullContextConfig {
-    /// Sets [`FullContextConfig::source_score`].
-    pub fn with_source_score(mut self, score: f32) -> Self {
-        self.source_score = score;
-        self
-    }
-}
+submem_kit::setters!(FullContextConfig {
+    with_source_score => source_score: f32,
+});

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{EpiCache, EpiCacheConfig, FullContext, FullContextConfig, ReaderHead};
 
@@ -31,11 +31,7 @@ pub fn full_context_factory() -> SubstrateFactory {
         })
 }
 
-impl SubstrateSettings for EpiCacheConfig {
-    fn validate(&self) -> Result<()> {
-        EpiCacheConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(EpiCacheConfig);
 
 /// `m11`: EpiCache's k-means episodes (25 % of each kept); with a local
 /// memory LLM their KV caches are prefilled under the head of the build

@@ -187,63 +187,21 @@ impl Default for LoraConfig {
     }
 }
 
-impl LoraConfig {
-    /// Sets the rank.
-    pub fn with_rank(mut self, r: usize) -> Self {
-        self.rank = r;
-        self
-    }
-    /// Sets α.
-    pub fn with_alpha(mut self, a: f64) -> Self {
-        self.alpha = a;
-        self
-    }
-    /// Sets the epochs.
-    pub fn with_epochs(mut self, n: usize) -> Self {
-        self.epochs = n;
-        self
-    }
-    /// Sets the batch size.
-    pub fn with_batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n;
-        self
-    }
-    /// Sets the learning rate.
-    pub fn with_learning_rate(mut self, lr: f64) -> Self {
-        self.learning_rate = lr;
-        self
-    }
-    /// Sets the longest training sequence.
-    pub fn with_max_seq_tokens(mut self, n: usize) -> Self {
-        self.max_seq_tokens = n;
-        self
-    }
-    /// Sets the seed.
-    pub fn with_seed(mut self, s: u64) -> Self {
-        self.seed = s;
-        self
-    }
-    /// Sets the chunk size of QA synthesis.
-    pub fn with_chunk_tokens(mut self, n: usize) -> Self {
-        self.chunk_tokens = n;
-        self
-    }
-    /// Sets the QA pairs asked per chunk.
-    pub fn with_pairs_per_chunk(mut self, n: usize) -> Self {
-        self.pairs_per_chunk = n;
-        self
-    }
-    /// Sets whether a stale adapter keeps answering after a forget.
-    pub fn with_serve_stale_adapter(mut self, on: bool) -> Self {
-        self.serve_stale_adapter = on;
-        self
-    }
-    /// Sets the prompt format.
-    pub fn with_prompt(mut self, p: PromptFormat) -> Self {
-        self.prompt = p;
-        self
-    }
+submem_kit::setters!(LoraConfig {
+    with_rank => rank: usize,
+    with_alpha => alpha: f64,
+    with_epochs => epochs: usize,
+    with_batch_size => batch_size: usize,
+    with_learning_rate => learning_rate: f64,
+    with_max_seq_tokens => max_seq_tokens: usize,
+    with_seed => seed: u64,
+    with_chunk_tokens => chunk_tokens: usize,
+    with_pairs_per_chunk => pairs_per_chunk: usize,
+    with_serve_stale_adapter => serve_stale_adapter: bool,
+    with_prompt => prompt: PromptFormat,
+});
 
+impl LoraConfig {
     /// The optimiser and schedule of these settings.
     pub fn train(&self) -> TrainConfig {
         TrainConfig {

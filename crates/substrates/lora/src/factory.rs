@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
 use submem_core::{Error, Family, MethodId, Result};
 use submem_models::ModelsError;
 
@@ -25,11 +25,7 @@ const NEEDS_WEIGHTS: &str = "M9 trains the local SmolLM2 weights even with a rem
 /// How to provide them.
 const FIX: &str = "run `submem models fetch`, or set gguf=<path to a llama GGUF>";
 
-impl SubstrateSettings for LoraConfig {
-    fn validate(&self) -> Result<()> {
-        LoraConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(LoraConfig);
 
 /// What M9 cannot do without.
 const WEIGHTS: &str = "the local SmolLM2 weights";

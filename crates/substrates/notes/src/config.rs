@@ -89,50 +89,21 @@ impl Default for NotesConfig {
     }
 }
 
+submem_kit::setters!(NotesConfig {
+    with_links => links: usize,
+    with_expand_per_seed => expand_per_seed: usize,
+    with_evolve_threshold => evolve_threshold: f32,
+    with_evolve_neighbours => evolve_neighbours: usize,
+    with_render => render: RenderMode,
+    with_fit_pool => fit_pool: usize,
+    with_excerpt_tokens => excerpt_tokens: usize,
+    with_embed_batch => embed_batch: usize,
+});
+
 impl NotesConfig {
     /// Sets the seeds per read (overrides the query's hint).
     pub fn with_top_k(mut self, k: usize) -> Self {
         self.top_k = Some(k);
-        self
-    }
-    /// Sets the links per new note.
-    pub fn with_links(mut self, n: usize) -> Self {
-        self.links = n;
-        self
-    }
-    /// Sets the linked notes added per seed.
-    pub fn with_expand_per_seed(mut self, n: usize) -> Self {
-        self.expand_per_seed = n;
-        self
-    }
-    /// Sets the evolution cosine threshold.
-    pub fn with_evolve_threshold(mut self, t: f32) -> Self {
-        self.evolve_threshold = t;
-        self
-    }
-    /// Sets the most neighbours one evolution call may rewrite.
-    pub fn with_evolve_neighbours(mut self, n: usize) -> Self {
-        self.evolve_neighbours = n;
-        self
-    }
-    /// Sets the render mode.
-    pub fn with_render(mut self, r: RenderMode) -> Self {
-        self.render = r;
-        self
-    }
-    /// Sets the fit renderer's candidate pool.
-    pub fn with_fit_pool(mut self, n: usize) -> Self {
-        self.fit_pool = n;
-        self
-    }
-    /// Sets E, the excerpt size of the fit renderer.
-    pub fn with_excerpt_tokens(mut self, n: usize) -> Self {
-        self.excerpt_tokens = n;
-        self
-    }
-    /// Sets the texts per embedder call.
-    pub fn with_embed_batch(mut self, n: usize) -> Self {
-        self.embed_batch = n;
         self
     }
 

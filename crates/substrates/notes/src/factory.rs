@@ -3,16 +3,12 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{EvolvingNotes, NotesConfig};
 
-impl SubstrateSettings for NotesConfig {
-    fn validate(&self) -> Result<()> {
-        NotesConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(NotesConfig);
 
 /// `m4`: A-Mem's evolving notes, linked by embedding similarity; rule notes
 /// without a memory LLM.

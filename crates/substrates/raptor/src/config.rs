@@ -115,69 +115,27 @@ impl Default for RaptorConfig {
     }
 }
 
-macro_rules! setter {
-    ($(#[$doc:meta])* $name:ident, $field:ident, $ty:ty) => {
-        $(#[$doc])*
-        pub fn $name(mut self, v: $ty) -> Self {
-            self.$field = v;
-            self
-        }
-    };
-}
+submem_kit::setters!(RaptorConfig {
+    with_leaf_tokens => leaf_tokens: usize,
+    with_reduce_dims => reduce_dims: usize,
+    with_membership_threshold => membership_threshold: f64,
+    with_max_clusters => max_clusters: usize,
+    with_bic_sample => bic_sample: usize,
+    with_max_cluster_tokens => max_cluster_tokens: usize,
+    with_max_depth => max_depth: usize,
+    with_min_layer_nodes => min_layer_nodes: usize,
+    with_summarizer => summarizer: SummarizerKind,
+    with_summary_tokens => summary_tokens: usize,
+    with_summary_words => summary_words: usize,
+    with_summary_input_tokens => summary_input_tokens: usize,
+    with_rebuild_fraction => rebuild_fraction: f64,
+    with_drift_growth => drift_growth: f64,
+    with_dedup_similarity => dedup_similarity: f32,
+    with_fill_budget => fill_budget: bool,
+    with_embed_batch => embed_batch: usize,
+});
 
 impl RaptorConfig {
-    setter!(
-        /// Sets [`RaptorConfig::leaf_tokens`].
-        with_leaf_tokens, leaf_tokens, usize);
-    setter!(
-        /// Sets [`RaptorConfig::reduce_dims`].
-        with_reduce_dims, reduce_dims, usize);
-    setter!(
-        /// Sets [`RaptorConfig::membership_threshold`].
-        with_membership_threshold, membership_threshold, f64);
-    setter!(
-        /// Sets [`RaptorConfig::max_clusters`].
-        with_max_clusters, max_clusters, usize);
-    setter!(
-        /// Sets [`RaptorConfig::bic_sample`].
-        with_bic_sample, bic_sample, usize);
-    setter!(
-        /// Sets [`RaptorConfig::max_cluster_tokens`].
-        with_max_cluster_tokens, max_cluster_tokens, usize);
-    setter!(
-        /// Sets [`RaptorConfig::max_depth`].
-        with_max_depth, max_depth, usize);
-    setter!(
-        /// Sets [`RaptorConfig::min_layer_nodes`].
-        with_min_layer_nodes, min_layer_nodes, usize);
-    setter!(
-        /// Sets [`RaptorConfig::summarizer`].
-        with_summarizer, summarizer, SummarizerKind);
-    setter!(
-        /// Sets [`RaptorConfig::summary_tokens`].
-        with_summary_tokens, summary_tokens, usize);
-    setter!(
-        /// Sets [`RaptorConfig::summary_words`].
-        with_summary_words, summary_words, usize);
-    setter!(
-        /// Sets [`RaptorConfig::summary_input_tokens`].
-        with_summary_input_tokens, summary_input_tokens, usize);
-    setter!(
-        /// Sets [`RaptorConfig::rebuild_fraction`].
-        with_rebuild_fraction, rebuild_fraction, f64);
-    setter!(
-        /// Sets [`RaptorConfig::drift_growth`].
-        with_drift_growth, drift_growth, f64);
-    setter!(
-        /// Sets [`RaptorConfig::dedup_similarity`].
-        with_dedup_similarity, dedup_similarity, f32);
-    setter!(
-        /// Sets [`RaptorConfig::fill_budget`].
-        with_fill_budget, fill_budget, bool);
-    setter!(
-        /// Sets [`RaptorConfig::embed_batch`].
-        with_embed_batch, embed_batch, usize);
-
     /// Checks every setting's range.
     pub fn validate(&self) -> Result<(), RaptorError> {
         let bad = |m: &str| Err(RaptorError::Config(m.to_string()));

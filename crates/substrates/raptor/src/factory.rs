@@ -4,16 +4,12 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{Raptor, RaptorConfig};
 
-impl SubstrateSettings for RaptorConfig {
-    fn validate(&self) -> Result<()> {
-        RaptorConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(RaptorConfig);
 
 /// `m6`: RAPTOR's tree of GMM-clustered summaries over leaves, read as a
 /// collapsed tree.

@@ -86,32 +86,15 @@ impl Default for StrategyConfig {
     }
 }
 
+submem_kit::setters!(StrategyConfig {
+    with_top_k => top_k: usize,
+    with_max_strategies => max_strategies: usize,
+    with_merge_threshold => merge_threshold: f32,
+    with_rule_content_tokens => rule_content_tokens: usize,
+    with_prompt_trajectory_tokens => prompt_trajectory_tokens: usize,
+});
+
 impl StrategyConfig {
-    /// Sets [`StrategyConfig::top_k`].
-    pub fn with_top_k(mut self, k: usize) -> Self {
-        self.top_k = k;
-        self
-    }
-    /// Sets [`StrategyConfig::max_strategies`].
-    pub fn with_max_strategies(mut self, n: usize) -> Self {
-        self.max_strategies = n;
-        self
-    }
-    /// Sets [`StrategyConfig::merge_threshold`].
-    pub fn with_merge_threshold(mut self, t: f32) -> Self {
-        self.merge_threshold = t;
-        self
-    }
-    /// Sets [`StrategyConfig::rule_content_tokens`].
-    pub fn with_rule_content_tokens(mut self, n: usize) -> Self {
-        self.rule_content_tokens = n;
-        self
-    }
-    /// Sets [`EpisodeConfig::prompt_trajectory_tokens`].
-    pub fn with_prompt_trajectory_tokens(mut self, n: usize) -> Self {
-        self.prompt_trajectory_tokens = n;
-        self
-    }
     /// The episode rule these settings make.
     pub fn episodes(&self) -> EpisodeConfig {
         EpisodeConfig {
@@ -194,33 +177,15 @@ impl Default for SkillConfig {
     }
 }
 
-impl SkillConfig {
-    /// Sets [`SkillConfig::bundle_size`].
-    pub fn with_bundle_size(mut self, n: usize) -> Self {
-        self.bundle_size = n;
-        self
-    }
-    /// Sets [`SkillConfig::join_threshold`].
-    pub fn with_join_threshold(mut self, t: f32) -> Self {
-        self.join_threshold = t;
-        self
-    }
-    /// Sets [`SkillConfig::max_bundles`].
-    pub fn with_max_bundles(mut self, n: usize) -> Self {
-        self.max_bundles = n;
-        self
-    }
-    /// Sets [`SkillConfig::merge_threshold`].
-    pub fn with_merge_threshold(mut self, t: f32) -> Self {
-        self.merge_threshold = t;
-        self
-    }
-    /// Sets [`SkillConfig::rule_skill_tokens`].
-    pub fn with_rule_skill_tokens(mut self, n: usize) -> Self {
-        self.rule_skill_tokens = n;
-        self
-    }
+submem_kit::setters!(SkillConfig {
+    with_bundle_size => bundle_size: usize,
+    with_join_threshold => join_threshold: f32,
+    with_max_bundles => max_bundles: usize,
+    with_merge_threshold => merge_threshold: f32,
+    with_rule_skill_tokens => rule_skill_tokens: usize,
+});
 
+impl SkillConfig {
     /// Rejects settings no run can honour.
     pub fn validate(&self) -> Result<(), RefineError> {
         if self.bundle_size == 0 || self.max_bundles == 0 || self.prompt_experiences == 0 {

@@ -5,24 +5,14 @@
 
 use std::sync::Arc;
 
-use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::plugin::{LlmUse, SubstrateFactory};
+use submem_core::{Family, MethodId};
 
 use crate::{SkillBundles, SkillConfig, StrategyBank, StrategyConfig};
 
 const PAPER: &str = "Harness the Memory";
 
-impl SubstrateSettings for StrategyConfig {
-    fn validate(&self) -> Result<()> {
-        StrategyConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
-
-impl SubstrateSettings for SkillConfig {
-    fn validate(&self) -> Result<()> {
-        SkillConfig::validate(self).map_err(|e| Error::InvalidInput(e.to_string()))
-    }
-}
+submem_core::settings_checked_by_validate!(StrategyConfig, SkillConfig);
 
 /// `m7`: ReasoningBank's distilled strategies, judged and distilled per
 /// episode; rule strategies without a memory LLM.
@@ -62,7 +52,10 @@ mod tests {
     use super::*;
     use submem_core::plugin::{BuildContext, Settings};
 
-    fn parsed<S: SubstrateSettings>(f: &SubstrateFactory, pairs: &[(&str, &str)]) -> S {
+    fn parsed<S: submem_core::plugin::SubstrateSettings>(
+        f: &SubstrateFactory,
+        pairs: &[(&str, &str)],
+    ) -> S {
         f.typed(&f.settings_from_strs(pairs).unwrap()).unwrap()
     }
 

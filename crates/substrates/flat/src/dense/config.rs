@@ -74,57 +74,23 @@ impl Default for DenseConfig {
     }
 }
 
-impl DenseConfig {
-    /// Sets [`DenseConfig::exact_threshold`].
-    pub fn with_exact_threshold(mut self, n: usize) -> Self {
-        self.exact_threshold = n;
-        self
-    }
-    /// Sets [`DenseConfig::max_connections`].
-    pub fn with_max_connections(mut self, m: usize) -> Self {
-        self.max_connections = m;
-        self
-    }
-    /// Sets [`DenseConfig::ef_construction`].
-    pub fn with_ef_construction(mut self, ef: usize) -> Self {
-        self.ef_construction = ef;
-        self
-    }
-    /// Sets [`DenseConfig::ef_search`].
-    pub fn with_ef_search(mut self, ef: usize) -> Self {
-        self.ef_search = ef;
-        self
-    }
-    /// Sets [`DenseConfig::max_layers`].
-    pub fn with_max_layers(mut self, n: usize) -> Self {
-        self.max_layers = n;
-        self
-    }
-    /// Sets [`DenseConfig::embed_batch`].
-    pub fn with_embed_batch(mut self, n: usize) -> Self {
-        self.embed_batch = n;
-        self
-    }
-    /// Sets [`DenseConfig::compact_share`].
-    pub fn with_compact_share(mut self, share: f32) -> Self {
-        self.compact_share = share;
-        self
-    }
+submem_kit::setters!(DenseConfig {
+    with_exact_threshold => exact_threshold: usize,
+    with_max_connections => max_connections: usize,
+    with_ef_construction => ef_construction: usize,
+    with_ef_search => ef_search: usize,
+    with_max_layers => max_layers: usize,
+    with_embed_batch => embed_batch: usize,
+    with_compact_share => compact_share: f32,
+    with_fill => fill: bool,
+    with_candidates => candidates: Option<usize>,
+});
 
+impl DenseConfig {
     /// Sets [`DenseConfig::fill`] and [`DenseConfig::candidates`] to read
     /// at `depth`.
     pub fn with_depth(mut self, depth: ReadDepth) -> Self {
         (self.fill, self.candidates) = depth.to_settings();
-        self
-    }
-    /// Sets [`DenseConfig::fill`].
-    pub fn with_fill(mut self, fill: bool) -> Self {
-        self.fill = fill;
-        self
-    }
-    /// Sets [`DenseConfig::candidates`].
-    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
-        self.candidates = candidates;
         self
     }
 

@@ -5,8 +5,8 @@
 //! normalised to unit length, and appended to its namespace. **Read**: the
 //! query's [`Query::retrieval_text`] is embedded, the top-k units by cosine
 //! are found, and they are rendered in time order under
-//! [`Query::allowance`] with [`render_in_time_order`]
-//! ([`PackPolicy::SkipUnfit`]); [`Recall::sources`] carry the cosine scores.
+//! [`Query::allowance`] with [`render_in_time_order`](submem_kit::render_in_time_order)
+//! ([`PackPolicy::SkipUnfit`](submem_kit::PackPolicy::SkipUnfit)); [`Recall::sources`] carry the cosine scores.
 //!
 //! **Index**: a namespace below [`DenseConfig::exact_threshold`] live units is
 //! searched by an exact scan; at the threshold an HNSW graph (hnsw_rs, cosine

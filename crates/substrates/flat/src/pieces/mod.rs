@@ -144,6 +144,11 @@ impl Default for PieceConfig {
     }
 }
 
+submem_kit::setters!(PieceConfig {
+    with_ranking => ranking: PieceRanking,
+    with_stop_words => stop_words: StopWords,
+});
+
 impl PieceConfig {
     /// The defaults for `ranking`.
     pub fn new(ranking: PieceRanking) -> Self {
@@ -157,18 +162,6 @@ impl PieceConfig {
             sparse,
             rrf_k: DEFAULT_RRF_K,
         }
-    }
-
-    /// Sets [`PieceConfig::ranking`].
-    pub fn with_ranking(mut self, ranking: PieceRanking) -> Self {
-        self.ranking = ranking;
-        self
-    }
-
-    /// Sets [`PieceConfig::stop_words`].
-    pub fn with_stop_words(mut self, list: StopWords) -> Self {
-        self.stop_words = list;
-        self
     }
 
     /// Checks the settings.

@@ -54,37 +54,19 @@ impl Default for SparseConfig {
     }
 }
 
-impl SparseConfig {
-    /// Sets [`SparseConfig::writer_heap_bytes`].
-    pub fn with_writer_heap_bytes(mut self, bytes: usize) -> Self {
-        self.writer_heap_bytes = bytes;
-        self
-    }
-    /// Sets [`SparseConfig::max_token_bytes`].
-    pub fn with_max_token_bytes(mut self, bytes: usize) -> Self {
-        self.max_token_bytes = bytes;
-        self
-    }
-    /// Sets [`SparseConfig::stop_words`].
-    pub fn with_stop_words(mut self, list: StopWords) -> Self {
-        self.stop_words = list;
-        self
-    }
+submem_kit::setters!(SparseConfig {
+    with_writer_heap_bytes => writer_heap_bytes: usize,
+    with_max_token_bytes => max_token_bytes: usize,
+    with_stop_words => stop_words: StopWords,
+    with_fill => fill: bool,
+    with_candidates => candidates: Option<usize>,
+});
 
+impl SparseConfig {
     /// Sets [`SparseConfig::fill`] and [`SparseConfig::candidates`] to read
     /// at `depth`.
     pub fn with_depth(mut self, depth: ReadDepth) -> Self {
         (self.fill, self.candidates) = depth.to_settings();
-        self
-    }
-    /// Sets [`SparseConfig::fill`].
-    pub fn with_fill(mut self, fill: bool) -> Self {
-        self.fill = fill;
-        self
-    }
-    /// Sets [`SparseConfig::candidates`].
-    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
-        self.candidates = candidates;
         self
     }
 

@@ -9,7 +9,7 @@
 //! by hand, never by tantivy's query parser, so quotes, colons, parentheses,
 //! `AND` or any unicode in user text cannot make a read fail). The BM25 top-k
 //! is rendered in time order under [`Query::allowance`]
-//! ([`PackPolicy::SkipUnfit`]); ties go to the newer unit.
+//! ([`PackPolicy::SkipUnfit`](submem_kit::PackPolicy::SkipUnfit)); ties go to the newer unit.
 //!
 //! **BM25**: tantivy 0.27 scores `idf · (k1 + 1) · tf / (tf + k1 · (1 − b +
 //! b · dl / avgdl))` with `idf = ln(1 + (N − n + 0.5) / (n + 0.5))`, `k1 = 1.2`

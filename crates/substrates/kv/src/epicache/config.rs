@@ -93,48 +93,18 @@ impl Default for EpiCacheConfig {
     }
 }
 
-impl EpiCacheConfig {
-    /// Sets [`EpiCacheConfig::episodes`].
-    pub fn with_episodes(mut self, k: usize) -> Self {
-        self.episodes = k;
-        self
-    }
-    /// Sets [`EpiCacheConfig::segment_turns`].
-    pub fn with_segment_turns(mut self, n: usize) -> Self {
-        self.segment_turns = n;
-        self
-    }
-    /// Sets [`EpiCacheConfig::keep_ratio`].
-    pub fn with_keep_ratio(mut self, r: f32) -> Self {
-        self.keep_ratio = r;
-        self
-    }
-    /// Sets [`EpiCacheConfig::kmeans_runs`].
-    pub fn with_kmeans_runs(mut self, n: usize) -> Self {
-        self.kmeans_runs = n;
-        self
-    }
-    /// Sets [`EpiCacheConfig::kmeans_max_iterations`].
-    pub fn with_kmeans_max_iterations(mut self, n: u64) -> Self {
-        self.kmeans_max_iterations = n;
-        self
-    }
-    /// Sets [`EpiCacheConfig::kv_cache`].
-    pub fn with_kv_cache(mut self, on: bool) -> Self {
-        self.kv_cache = on;
-        self
-    }
-    /// Sets [`EpiCacheConfig::reader_head`].
-    pub fn with_reader_head(mut self, head: ReaderHead) -> Self {
-        self.reader_head = head;
-        self
-    }
-    /// Sets [`EpiCacheConfig::embed_batch`].
-    pub fn with_embed_batch(mut self, n: usize) -> Self {
-        self.embed_batch = n;
-        self
-    }
+submem_kit::setters!(EpiCacheConfig {
+    with_episodes => episodes: usize,
+    with_segment_turns => segment_turns: usize,
+    with_keep_ratio => keep_ratio: f32,
+    with_kmeans_runs => kmeans_runs: usize,
+    with_kmeans_max_iterations => kmeans_max_iterations: u64,
+    with_kv_cache => kv_cache: bool,
+    with_reader_head => reader_head: ReaderHead,
+    with_embed_batch => embed_batch: usize,
+});
 
+impl EpiCacheConfig {
     /// Rejects settings no run can use.
     pub fn validate(&self) -> Result<(), KvError> {
         let bad = |m: &str| Err(KvError::Config(m.into()));
