@@ -31,7 +31,7 @@ use crate::distill::{distill_episode, Distilled};
 use crate::journal::{Entry, Journal};
 use crate::pack::{embed, pack, rank_by_cosine, Item};
 use crate::space::{self, Derived};
-use crate::StrategyConfig;
+use crate::{EpisodeConfig, StrategyConfig};
 
 const METHOD: &str = "M7";
 /// Name written in the persisted manifest.
@@ -124,6 +124,8 @@ impl Derived for Space {
 pub struct StrategyBank {
     services: Services,
     config: StrategyConfig,
+    /// The episode rule `config` makes, built once rather than per write.
+    episodes: EpisodeConfig,
     spaces: Spaces<Space>,
 }
 
@@ -146,6 +148,7 @@ impl StrategyBank {
             .map_err(|e| e.into_core(METHOD, "build"))?;
         Ok(StrategyBank {
             services,
+            episodes: config.episodes(),
             config,
             spaces: Spaces::new(),
         })
@@ -271,10 +274,9 @@ impl Substrate for StrategyBank {
             let mut spaces = self.spaces.write();
             let space = spaces.entry(namespace.clone()).or_default();
             space.journal.validate(events)?;
-            let finished =
-                space
-                    .journal
-                    .append(events, &*self.services.tokens, &self.config.episodes());
+            let finished = space
+                .journal
+                .append(events, &*self.services.tokens, &self.episodes);
             space.pending.extend(finished.iter().copied());
             finished
         };
