@@ -9,15 +9,20 @@
 #   scripts/llama-server.sh python             print the venv's python (installing first)
 #
 # pip builds llama.cpp from source (no binary wheel on PyPI); the built wheel
-# is cached in $SUBMEM_CACHE_DIR/wheels (default ~/.cache/submem/wheels), so
-# the build (7 min 44 s measured on 2 cores) is paid once per machine. The venv lives
-# beside it. Set SUBMEM_LLAMA_VENV to put the venv elsewhere.
+# is cached in $SUBMEM_CACHE_DIR/wheels/avx2 (default ~/.cache/submem), so the
+# build (3 to 8 min on 2 cores) is paid once per machine. The venv lives beside
+# it. Set SUBMEM_LLAMA_VENV to put the venv elsewhere.
+#
+# The build targets AVX2, not the build machine's every instruction: a VM can
+# advertise Intel AMX without letting a process use it, and a "native" build
+# then dies on its first matrix product (`ldtilecfg`, a general protection
+# fault in libggml-cpu) while serving health checks happily.
 set -euo pipefail
 
 version="0.3.36"
 cache="${SUBMEM_CACHE_DIR:-$HOME/.cache/submem}"
-wheels="$cache/wheels"
-venv="${SUBMEM_LLAMA_VENV:-$cache/llama-venv-$version}"
+wheels="$cache/wheels/avx2"
+venv="${SUBMEM_LLAMA_VENV:-$cache/llama-venv-$version-avx2}"
 python="${PYTHON:-python3}"
 gguf_rel="models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -34,9 +39,10 @@ install() {
         log "building llama-cpp-python $version from source (once per machine; about 8 min on 2 cores)"
         local start=$SECONDS staging
         staging=$(mktemp -d "$wheels/.build.XXXXXX")
-        # Native code for this machine's CPU; the wheel is cached per machine.
+        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
         CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-            "$python" -m pip wheel --no-deps --disable-pip-version-check \
+            "$python" -m pip wheel --no-deps --disable-pip-version-check --no-cache-dir \
+            --no-binary llama-cpp-python \
             "llama-cpp-python==$version" -w "$staging" >&2
         mv "$staging"/llama_cpp_python-*.whl "$wheels"/
         rmdir "$staging" 2>/dev/null || true
