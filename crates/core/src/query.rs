@@ -190,6 +190,17 @@ impl fmt::Debug for Recall {
 }
 
 impl Recall {
+    /// A recall of `text` (`tokens` budget tokens long) showing `sources`,
+    /// read by the shared reader (no reader of its own).
+    pub fn new(text: String, tokens: usize, sources: Vec<SourceHit>) -> Self {
+        Recall {
+            text,
+            tokens,
+            sources,
+            reader: None,
+        }
+    }
+
     /// An empty recall (nothing to show).
     pub fn empty() -> Self {
         Recall::default()

@@ -246,6 +246,33 @@ pub struct SubstrateInfo {
     pub training_free: bool,
 }
 
+impl SubstrateInfo {
+    /// A training-free substrate `name` implementing `method` in `family`
+    /// that calls no LLM; [`with_llm`](Self::with_llm) and
+    /// [`trained`](Self::trained) say otherwise.
+    pub fn new(method: MethodId, family: Family, name: impl Into<String>) -> Self {
+        SubstrateInfo {
+            method,
+            family,
+            name: name.into(),
+            needs_llm: false,
+            training_free: true,
+        }
+    }
+
+    /// The same, calling an LLM when `needs_llm` (with its current settings).
+    pub fn with_llm(mut self, needs_llm: bool) -> Self {
+        self.needs_llm = needs_llm;
+        self
+    }
+
+    /// The same for a substrate that trains (M9).
+    pub fn trained(mut self) -> Self {
+        self.training_free = false;
+        self
+    }
+}
+
 /// What a write did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteReport {
@@ -273,6 +300,19 @@ pub struct Footprint {
     pub stored_tokens: u64,
     /// Tokens of the history ingested.
     pub input_tokens: u64,
+}
+
+impl Footprint {
+    /// The footprint of a store that keeps its input as written (`tokens`
+    /// both ingested and stored) in `memory_bytes`, nothing on disk.
+    pub fn verbatim(tokens: u64, memory_bytes: u64) -> Self {
+        Footprint {
+            memory_bytes,
+            disk_bytes: 0,
+            stored_tokens: tokens,
+            input_tokens: tokens,
+        }
+    }
 }
 
 /// What to forget.

@@ -29,10 +29,21 @@ use submem_core::{Error, Event, Result};
 /// assert!(check_new_sources(&[turn("D1:1")], |id| stored.contains(id)).is_err());
 /// ```
 pub fn check_new_sources(events: &[Event], exists: impl Fn(&str) -> bool) -> Result<()> {
-    let mut seen: HashSet<&str> = HashSet::with_capacity(events.len());
     for e in events {
         e.validate()?;
-        let id = e.source_id();
+    }
+    check_new_ids(events.iter().map(Event::source_id), exists)
+}
+
+/// The id half of [`check_new_sources`], for writes of units that are not
+/// events: no id twice in `ids`, none that `exists` already.
+pub fn check_new_ids<'a>(
+    ids: impl IntoIterator<Item = &'a str>,
+    exists: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let ids = ids.into_iter();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(ids.size_hint().0);
+    for id in ids {
         if !seen.insert(id) {
             return Err(Error::InvalidInput(format!(
                 "source id {id:?} appears twice in one write"

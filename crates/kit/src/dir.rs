@@ -8,7 +8,10 @@
 //! crash leaves the target whole, old or new, except between those two
 //! renames, when the old copy waits at [`aside_path`] (and a loader can say
 //! so). A [`Staged`] dropped without a commit (the write failed) removes
-//! its staging directory.
+//! its staging directory. [`Staged::commit_durably`] also survives a power
+//! cut: every file and directory written is flushed to disk before the
+//! swap, and the parent directory after it (the server's snapshots need
+//! that; a bench run's kept memory does not).
 //!
 //! ```
 //! # fn main() -> submem_core::Result<()> {
@@ -68,6 +71,19 @@ impl Staged {
         self.dir.path()
     }
 
+    /// [`commit`](Self::commit) after flushing every file and directory
+    /// written to disk, then flushes the parent directory so that the swap
+    /// itself is on disk when this returns.
+    pub fn commit_durably(self) -> Result<()> {
+        sync_tree(self.path())?;
+        let parent = self.dir.path().parent().map(Path::to_path_buf);
+        self.commit()?;
+        match parent {
+            Some(parent) => sync_dir(&parent),
+            None => Ok(()),
+        }
+    }
+
     /// Swaps the staging directory in as the target: the old target moved
     /// aside, the new one renamed into place, the old one removed.
     pub fn commit(self) -> Result<()> {
@@ -88,6 +104,38 @@ impl Staged {
         }
         Ok(())
     }
+}
+
+/// Whether `name` is a staging directory [`Staged::new`] made for a target
+/// whose name starts with `prefix` (for sweeping what a crash left).
+pub fn is_staging_name(name: &str, prefix: &str) -> bool {
+    name.strip_prefix('.')
+        .is_some_and(|rest| rest.starts_with(prefix) && rest.contains(".staging-"))
+}
+
+/// Flushes every file below `dir` and every directory, `dir` included, to
+/// disk.
+pub fn sync_tree(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| Error::io(&path, e))?;
+        if kind.is_dir() {
+            sync_tree(&path)?;
+        } else if kind.is_file() {
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+/// Flushes a directory's entries (names added, renamed or removed) to disk.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
 }
 
 #[cfg(test)]
@@ -131,6 +179,26 @@ mod tests {
         }
         assert_eq!(entries(&target), vec!["a"]);
         assert_eq!(entries(root.path()), vec!["mem"]);
+    }
+
+    #[test]
+    fn a_durable_commit_to_a_new_name_leaves_only_the_target() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("snap-7");
+        let staged = Staged::new(&target).unwrap();
+        let name = staged
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        assert!(is_staging_name(&name, "snap-"), "{name}");
+        assert!(!is_staging_name("snap-7", "snap-") && !is_staging_name(&name, "mem"));
+        std::fs::create_dir_all(staged.path().join("inner")).unwrap();
+        std::fs::write(staged.path().join("inner/state.json"), "{}").unwrap();
+        staged.commit_durably().unwrap();
+        assert_eq!(entries(&target.join("inner")), vec!["state.json"]);
+        assert_eq!(entries(root.path()), vec!["snap-7"]);
     }
 
     #[test]

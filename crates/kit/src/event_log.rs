@@ -26,13 +26,8 @@
 //! impl LogRanker for Longest {
 //!     type Extra = ();
 //!     fn info(&self) -> SubstrateInfo {
-//!         SubstrateInfo {
-//!             method: MethodId::from_static("Longest"),
-//!             family: Family::from_static("example"),
-//!             name: "longest".into(),
-//!             needs_llm: false,
-//!             training_free: true,
-//!         }
+//!         let method = MethodId::from_static("Longest");
+//!         SubstrateInfo::new(method, Family::from_static("example"), "longest")
 //!     }
 //!     fn state_file(&self) -> StateFile {
 //!         StateFile::new("Longest longest", 1, "longest.json")
@@ -332,12 +327,8 @@ impl<R: LogRanker> Substrate for EventLog<R> {
     }
 
     fn footprint(&self) -> Footprint {
-        self.logs.footprint(|_, log| Footprint {
-            memory_bytes: log.bytes,
-            disk_bytes: 0,
-            stored_tokens: log.tokens,
-            input_tokens: log.tokens,
-        })
+        self.logs
+            .footprint(|_, log| Footprint::verbatim(log.tokens, log.bytes))
     }
 
     async fn persist(&self, dir: &Path) -> Result<()> {
@@ -380,13 +371,11 @@ mod tests {
     impl LogRanker for Overlap {
         type Extra = Vec<String>;
         fn info(&self) -> SubstrateInfo {
-            SubstrateInfo {
-                method: MethodId::from_static("Overlap"),
-                family: Family::from_static("test"),
-                name: "overlap".into(),
-                needs_llm: false,
-                training_free: true,
-            }
+            SubstrateInfo::new(
+                MethodId::from_static("Overlap"),
+                Family::from_static("test"),
+                "overlap",
+            )
         }
         fn state_file(&self) -> StateFile {
             StateFile::new("Overlap overlap", 1, "overlap.json")

@@ -15,6 +15,7 @@
 //! | [`pieces`] | cutting an event into pieces of at most κ tokens at line breaks, labelled with their speaker or step ([`pieces::cut_event`]), and showing a run of them verbatim ([`pieces::run_text`]) |
 //! | [`pack`] | packing ranked units into the allowance by their cached token counts, shown in time order ([`pack::fill_and_render`], [`pack::fill_to_allowance`]) |
 //! | [`fit`] | FlexA-Mem's fit-or-degrade rule ([`fit::fit_or_degrade`]) and a standalone renderer ([`fit::FitOrDegrade`]) for any ranked list of units |
+//! | [`embed`] | embedding texts in batches, refusing a wrong count, a wrong length or a non-finite value ([`embed::embed_checked`]) |
 //! | [`batch`] | the check every write runs before storing anything ([`batch::check_new_sources`]) |
 //! | [`spaces`] | each namespace's state behind one lock that survives poisoning, with footprint totals and save/restore ([`spaces::Spaces`], [`spaces::read`], [`spaces::write`], [`spaces::lock`]) |
 //! | [`chunk`] | cutting a history into consecutive chunks at session changes and under a token cap ([`chunk::session_chunks`], [`chunk::runs`]) |
@@ -24,10 +25,12 @@
 //! | [`persist`] | manifests, atomic writes and per-namespace state files for persisted memory ([`persist::save_states`], [`persist::load_states`]) |
 //! | [`render`] | packing ranked units under a budget, shown in time order ([`render_in_time_order`], [`PackPolicy`]) |
 //! | [`setters`](mod@setters) | builder setters for a configuration's public fields, written once ([`setters!`](crate::setters!)) |
+//! | [`debug`](mod@debug) | `Debug` for a substrate as its name and chosen fields, never its state ([`debug_fields!`](crate::debug_fields!)) |
+//! | [`stats`] | a substrate's running counters and the snapshot it reports, declared once ([`counters!`](crate::counters!)) |
 //! | [`meter`] | wrappers that count every LLM call, token, embedding call and second per phase ([`Meter`], [`MeteredSubstrate`]) |
 //!
 //! Dependencies stay as light as the contract's: `submem-core`, serde,
-//! serde_json, schemars, rustc-hash and tempfile.
+//! serde_json, schemars, rustc-hash, tempfile and thiserror.
 //!
 //! ```
 //! use submem_kit::json_repair::{parse_lenient_object, value_text};
@@ -45,7 +48,9 @@ pub mod batch;
 pub mod bm25;
 pub mod chunk;
 pub mod count;
+pub mod debug;
 pub mod dir;
+pub mod embed;
 pub mod event_log;
 pub mod fit;
 pub mod json_repair;
@@ -58,6 +63,7 @@ pub mod render;
 pub mod setters;
 pub mod spaces;
 pub mod state;
+pub mod stats;
 pub mod text;
 
 pub use meter::{

@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
+use submem_core::Event;
 
 use crate::text::content_words;
 
@@ -99,6 +100,22 @@ pub enum RuleLine<'a> {
         /// Command.
         action: &'a str,
     },
+}
+
+impl<'a> From<&'a Event> for RuleLine<'a> {
+    fn from(event: &'a Event) -> Self {
+        match event {
+            Event::Turn(t) => RuleLine::Turn {
+                date: t.session_date.as_deref(),
+                speaker: &t.speaker,
+                text: &t.text,
+            },
+            Event::Step(s) => RuleLine::Step {
+                step: s.step,
+                action: &s.action,
+            },
+        }
+    }
 }
 
 /// The fixed-rule record writer (no LLM). For steps it writes the trace of

@@ -73,12 +73,7 @@ pub fn render_in_time_order(
                     resolution: Resolution::Raw,
                 })
                 .collect();
-            return Recall {
-                text,
-                tokens,
-                sources,
-                reader: None,
-            };
+            return Recall::new(text, tokens, sources);
         }
         chosen.pop();
     }

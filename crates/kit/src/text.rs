@@ -24,6 +24,23 @@ pub const STOP_WORDS: &[&str] = &[
     "they", "this", "to", "was", "will", "with",
 ];
 
+/// The English month names, lower case, January first (for telling dates
+/// from other numbers and names).
+pub const MONTH_NAMES: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
 /// A broad English function-word list (the 179 words of NLTK's English list):
 /// pronouns, auxiliaries, question words, determiners, prepositions and the
 /// pieces a simple tokenizer cuts contractions into (`didn` + `t`).

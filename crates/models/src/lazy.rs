@@ -22,6 +22,15 @@ struct Lazy<T: Clone> {
     cell: Mutex<Option<T>>,
 }
 
+impl<T: Clone> std::fmt::Debug for Lazy<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lazy")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: Clone> Lazy<T> {
     fn new(name: String, kind: &'static str, loader: Loader<T>) -> Self {
         Lazy {
@@ -48,15 +57,8 @@ impl<T: Clone> Lazy<T> {
 }
 
 /// An LLM loaded on its first call.
+#[derive(Debug)]
 pub struct LazyLlm(Lazy<Arc<dyn Llm>>);
-
-impl std::fmt::Debug for LazyLlm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LazyLlm")
-            .field("name", &self.0.name)
-            .finish_non_exhaustive()
-    }
-}
 
 impl LazyLlm {
     /// An LLM called `name` until loaded by `loader`.
@@ -91,15 +93,8 @@ impl Llm for LazyLlm {
 }
 
 /// An embedder loaded on first use.
+#[derive(Debug)]
 pub struct LazyEmbedder(Lazy<Arc<dyn Embedder>>);
-
-impl std::fmt::Debug for LazyEmbedder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LazyEmbedder")
-            .field("name", &self.0.name)
-            .finish_non_exhaustive()
-    }
-}
 
 impl LazyEmbedder {
     /// An embedder called `name` until loaded by `loader`.

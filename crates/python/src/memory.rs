@@ -359,6 +359,6 @@ async fn save_to(substrate: &Metered, manifest: &Manifest, path: &Path) -> PyRes
         serde_json::to_string_pretty(manifest).map_err(|e| crate::Error::new_err(e.to_string()))?;
     let manifest_path = staged.path().join(MANIFEST);
     std::fs::write(&manifest_path, text).map_err(|e| io("write", &manifest_path, e))?;
-    staged.commit().map_err(core_err)?;
+    staged.commit_durably().map_err(core_err)?;
     Ok(())
 }

@@ -408,20 +408,18 @@ impl RoutedSubstrate {
 #[async_trait]
 impl Substrate for RoutedSubstrate {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::ROUTED,
-            family: Family::COMPOSITE,
-            name: format!(
-                "routed({})",
-                self.methods()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            needs_llm: self.members.values().any(|m| m.info().needs_llm),
-            training_free: self.members.values().all(|m| m.info().training_free),
-        }
+        let name = format!(
+            "routed({})",
+            self.methods()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let mut info = SubstrateInfo::new(MethodId::ROUTED, Family::COMPOSITE, name)
+            .with_llm(self.members.values().any(|m| m.info().needs_llm));
+        info.training_free = self.members.values().all(|m| m.info().training_free);
+        info
     }
 
     /// Writes to every member. A member's failure is returned naming it; the

@@ -1,11 +1,12 @@
-//! Substrate snapshots of a namespace: `persist` into a temporary directory,
-//! `fsync`, then an atomic rename to `snap-<offset>-<stamp>`, where `offset`
-//! is the log offset the snapshot covers. Older snapshots are removed only
-//! after the new one is in place.
+//! Substrate snapshots of a namespace: `persist` into a hidden staging
+//! directory, `fsync`, then an atomic rename to `snap-<offset>-<stamp>`
+//! (`submem_kit::dir::Staged::commit_durably`), where `offset` is the log
+//! offset the snapshot covers. Older snapshots are removed only after the
+//! new one is in place.
 //!
 //! On open the newest snapshot that restores is used; a torn or refused one
-//! (a crash mid-persist leaves only a `.tmp` directory, which is never read)
-//! is skipped for the next older, and with none the log is replayed from the
+//! (a crash mid-persist leaves only a hidden staging directory, which is
+//! never read) is skipped for the next older, and with none the log is replayed from the
 //! start. The log is the source of truth, so no snapshot can lose an
 //! acknowledged event: at worst a restart replays more.
 
@@ -13,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use submem_core::Substrate;
+
+use submem::kit::dir::{is_staging_name, Staged};
 
 use crate::log::sync_dir;
 use crate::{Result, ServerError};
@@ -66,35 +69,27 @@ pub async fn take(dir: &Path, substrate: &dyn Substrate, offset: u64) -> Result<
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let name = format!("{PREFIX}{offset:020}-{stamp:024}");
-    let tmp = dir.join(format!("{name}.tmp"));
-    let done = dir.join(&name);
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| ServerError::io(&tmp, e))?;
-    }
-    std::fs::create_dir_all(&tmp).map_err(|e| ServerError::io(&tmp, e))?;
+    let done = dir.join(format!("{PREFIX}{offset:020}-{stamp:024}"));
+    let storage = |path: &Path, message: String| ServerError::Storage {
+        path: path.to_path_buf(),
+        message,
+    };
+    // A hidden staging directory beside `done`, removed if the persist fails.
+    let staged = Staged::new(&done).map_err(|e| storage(dir, e.to_string()))?;
     substrate
-        .persist(&tmp)
+        .persist(staged.path())
         .await
-        .map_err(|source| ServerError::Storage {
-            path: tmp.clone(),
-            message: source.to_string(),
-        })?;
-    let sync_tmp = tmp.clone();
-    tokio::task::spawn_blocking(move || sync_tree(&sync_tmp))
+        .map_err(|e| storage(staged.path(), e.to_string()))?;
+    let target = done.clone();
+    tokio::task::spawn_blocking(move || staged.commit_durably())
         .await
-        .map_err(|e| ServerError::Storage {
-            path: tmp.clone(),
-            message: e.to_string(),
-        })??;
-    std::fs::rename(&tmp, &done).map_err(|e| ServerError::io(&done, e))?;
-    sync_dir(dir)?;
+        .map_err(|e| storage(&target, e.to_string()))?
+        .map_err(|e| storage(&target, e.to_string()))?;
     for (_, old) in list(dir).into_iter().filter(|(_, p)| *p != done) {
         if let Err(e) = std::fs::remove_dir_all(&old) {
             tracing::warn!(snapshot = %old.display(), error = %e, "cannot remove an old snapshot");
         }
     }
-    remove_stale_tmp(dir);
     tracing::debug!(snapshot = %done.display(), offset, "snapshot taken");
     Ok(done)
 }
@@ -108,32 +103,17 @@ pub fn remove_all(dir: &Path) -> Result<()> {
     sync_dir(dir)
 }
 
-/// Removes `.tmp` snapshot directories a crash left behind.
-pub fn remove_stale_tmp(dir: &Path) {
+/// Removes the staging directories a crash mid-snapshot left (and the
+/// `snap-*.tmp` ones of versions before snapshots were staged by the kit).
+pub fn remove_stale_staging(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.filter_map(|e| e.ok()) {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with(PREFIX) && name.ends_with(".tmp") {
+        let old_style = name.starts_with(PREFIX) && name.ends_with(".tmp");
+        if old_style || is_staging_name(&name, PREFIX) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
-}
-
-/// `fsync` of every file and directory under `dir`.
-fn sync_tree(dir: &Path) -> Result<()> {
-    for e in std::fs::read_dir(dir).map_err(|e| ServerError::io(dir, e))? {
-        let e = e.map_err(|e| ServerError::io(dir, e))?;
-        let path = e.path();
-        let ft = e.file_type().map_err(|e| ServerError::io(&path, e))?;
-        if ft.is_dir() {
-            sync_tree(&path)?;
-        } else if ft.is_file() {
-            std::fs::File::open(&path)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| ServerError::io(&path, e))?;
-        }
-    }
-    sync_dir(dir)
 }

@@ -31,13 +31,7 @@ pub struct NoMemory;
 #[async_trait]
 impl Substrate for NoMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::NO_MEMORY,
-            family: Family::BASELINE,
-            name: "no-memory".into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::NO_MEMORY, Family::BASELINE, "no-memory")
     }
     async fn write(&self, _namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
         Ok(WriteReport {

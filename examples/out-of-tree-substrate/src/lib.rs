@@ -60,7 +60,6 @@ pub fn factory() -> SubstrateFactory {
         .paper("an out-of-tree example (no paper)")
         .summary("events sharing the most words with the query, newest first on ties")
         .llm(LlmUse::Never)
-        .settings(EchoSettings::default())
         .build(|ctx, settings: EchoSettings| {
             let ranker = KeywordEcho { settings };
             Ok(Arc::new(EventLog::new(ranker, ctx.services.tokens.clone())))
@@ -78,13 +77,7 @@ impl LogRanker for KeywordEcho {
     type Extra = Vec<String>;
 
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: METHOD,
-            family: FAMILY,
-            name: "keyword-echo".into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(METHOD, FAMILY, "keyword-echo")
     }
 
     fn state_file(&self) -> StateFile {

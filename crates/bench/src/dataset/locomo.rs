@@ -20,8 +20,8 @@ use std::sync::Arc;
 use submem_core::{Event, Regime, Turn};
 
 use super::{
-    answer_string, read_file, Conversation, Dataset, DatasetKind, HistorySource, LoadWarnings,
-    Question, QuestionKind,
+    answer_string, evidence_text, read_file, Conversation, Dataset, DatasetKind, HistorySource,
+    LoadWarnings, Question, QuestionKind,
 };
 use crate::{BenchError, Result};
 
@@ -52,15 +52,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Dataset> {
     for (i, sample) in samples.iter().enumerate() {
         conversations.push(parse_sample(sample, i, path, &mut warnings)?);
     }
-    if conversations.is_empty() {
-        return Err(BenchError::format(path, FORMAT, "no samples"));
-    }
-    Ok(Dataset {
-        kind: DatasetKind::Locomo,
-        name: DatasetKind::Locomo.name().into(),
+    Dataset::loaded(
+        DatasetKind::Locomo,
         conversations,
         warnings,
-    })
+        path,
+        FORMAT,
+        "no samples",
+    )
 }
 
 fn category_label(c: i64) -> String {
@@ -225,11 +224,7 @@ fn parse_sample(
             date: None,
         });
     }
-    let evidence_text = questions
-        .iter()
-        .flat_map(|q| q.evidence.iter())
-        .filter_map(|e| texts.get(e).map(|t| (e.clone(), t.clone())))
-        .collect();
+    let evidence_text = evidence_text(&questions, &texts);
     Ok(Conversation {
         id,
         history: HistorySource::Sessions(Arc::new(batches)),

@@ -40,15 +40,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Dataset> {
     for (i, item) in items.iter().enumerate() {
         conversations.push(parse_item(item, i, path, &mut warnings)?);
     }
-    if conversations.is_empty() {
-        return Err(BenchError::format(path, FORMAT, "no items"));
-    }
-    Ok(Dataset {
-        kind: DatasetKind::LongMemEval,
-        name: DatasetKind::LongMemEval.name().into(),
+    Dataset::loaded(
+        DatasetKind::LongMemEval,
         conversations,
         warnings,
-    })
+        path,
+        FORMAT,
+        "no items",
+    )
 }
 
 fn str_field<'a>(item: &'a Value, key: &str, path: &Path, index: usize) -> Result<&'a str> {

@@ -176,6 +176,19 @@ pub struct Conversation {
     pub evidence_text: HashMap<String, String>,
 }
 
+/// The text of every event `questions` cite as evidence, looked up in
+/// `texts` (source id → text); cited ids `texts` lacks are left out.
+pub(crate) fn evidence_text(
+    questions: &[Question],
+    texts: &HashMap<String, String>,
+) -> HashMap<String, String> {
+    questions
+        .iter()
+        .flat_map(|q| q.evidence.iter())
+        .filter_map(|e| texts.get(e).map(|t| (e.clone(), t.clone())))
+        .collect()
+}
+
 /// Problems found while loading that did not stop the load.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadWarnings {
@@ -222,6 +235,27 @@ impl Dataset {
                 "the synthetic dataset is generated, not loaded; omit --data".into(),
             )),
         }
+    }
+
+    /// What a loader read from `path`: `conversations` in `kind`, or an
+    /// error in `format` saying there were `none` (`"no samples"`).
+    pub(crate) fn loaded(
+        kind: DatasetKind,
+        conversations: Vec<Conversation>,
+        warnings: LoadWarnings,
+        path: &Path,
+        format: &'static str,
+        none: &str,
+    ) -> Result<Self> {
+        if conversations.is_empty() {
+            return Err(BenchError::format(path, format, none));
+        }
+        Ok(Dataset {
+            kind,
+            name: kind.name().into(),
+            conversations,
+            warnings,
+        })
     }
 
     /// Total questions.

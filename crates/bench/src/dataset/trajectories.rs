@@ -24,8 +24,8 @@ use std::sync::Arc;
 use submem_core::{Event, Regime, Step};
 
 use super::{
-    read_file, Conversation, Dataset, DatasetKind, HistorySource, LoadWarnings, Question,
-    QuestionKind,
+    evidence_text, read_file, Conversation, Dataset, DatasetKind, HistorySource, LoadWarnings,
+    Question, QuestionKind,
 };
 use crate::{BenchError, Result};
 
@@ -68,15 +68,14 @@ pub fn parse_alfworld(text: &str, path: &Path) -> Result<Dataset> {
         let probes = alfworld_probes(&steps);
         conversations.push(episode(name, task.unwrap_or_default(), steps, probes)?);
     }
-    if conversations.is_empty() {
-        return Err(BenchError::format(path, FORMAT, "no trajectories"));
-    }
-    Ok(Dataset {
-        kind: DatasetKind::Alfworld,
-        name: DatasetKind::Alfworld.name().into(),
+    Dataset::loaded(
+        DatasetKind::Alfworld,
         conversations,
         warnings,
-    })
+        path,
+        FORMAT,
+        "no trajectories",
+    )
 }
 
 /// Splits a ReAct text into (task, [(action, observation)]).
@@ -206,11 +205,7 @@ fn episode(
             date: None,
         })
         .collect();
-    let evidence_text = questions
-        .iter()
-        .flat_map(|q| q.evidence.iter())
-        .filter_map(|e| texts.get(e).map(|t| (e.clone(), t.clone())))
-        .collect();
+    let evidence_text = evidence_text(&questions, &texts);
     Ok(Conversation {
         id: id.to_string(),
         history: HistorySource::Sessions(Arc::new(
@@ -300,15 +295,14 @@ pub fn parse_probes(text: &str, path: &Path) -> Result<Dataset> {
             .collect();
         conversations.push(episode(&ep.id, ep.task, steps, probes)?);
     }
-    if conversations.is_empty() {
-        return Err(BenchError::format(path, FORMAT, "no episodes"));
-    }
-    Ok(Dataset {
-        kind: DatasetKind::Probes,
-        name: DatasetKind::Probes.name().into(),
+    Dataset::loaded(
+        DatasetKind::Probes,
         conversations,
         warnings,
-    })
+        path,
+        FORMAT,
+        "no episodes",
+    )
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! counts, yes/no): read it beside coverage, not instead of the reader.
 
 use super::text::normalize_answer;
+use submem::kit::text::MONTH_NAMES;
 
 /// The normalised elements of a gold answer: the whole answer, or each item
 /// of a list separated by `", "` or `;`. Empty elements are dropped.
@@ -57,27 +58,13 @@ fn is_year(s: &str) -> bool {
 }
 
 fn ends_with_day_or_month(s: &str) -> bool {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
     let Some(last) = s.split_whitespace().last() else {
         return false;
     };
     let last = last.trim_end_matches(|c: char| !c.is_alphanumeric());
     let lower = last.to_lowercase();
     (!last.is_empty() && last.len() <= 2 && last.chars().all(|c| c.is_ascii_digit()))
-        || MONTHS.contains(&lower.as_str())
+        || MONTH_NAMES.contains(&lower.as_str())
 }
 
 /// The forms a gold answer accepts: `"X (or Y)"` accepts X and Y; any other

@@ -433,13 +433,23 @@ impl FactoryBuilder {
         }
     }
 
+    /// Finishes a factory whose settings type is the build function's and
+    /// whose defaults are that type's [`Default`]; the same as
+    /// `.settings(S::default()).build(build)`.
+    pub fn build<S, F>(self, build: F) -> SubstrateFactory
+    where
+        S: SubstrateSettings + Default,
+        F: Fn(&BuildContext<'_>, S) -> Result<Arc<dyn Substrate>> + Send + Sync + 'static,
+    {
+        self.settings(S::default()).build(build)
+    }
+
     /// Finishes a factory whose substrate takes no settings.
     pub fn build_without_settings<F>(self, build: F) -> SubstrateFactory
     where
         F: Fn(&BuildContext<'_>) -> Result<Arc<dyn Substrate>> + Send + Sync + 'static,
     {
-        self.settings(NoSettings {})
-            .build(move |ctx, _: NoSettings| build(ctx))
+        self.build(move |ctx, _: NoSettings| build(ctx))
     }
 }
 

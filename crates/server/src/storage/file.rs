@@ -226,7 +226,7 @@ impl Backend for FileBackend {
         let dir = self.dir_of(&meta.name);
         let log_path = dir.join(LOG_FILE);
         let (log, dir) = blocking(&dir.clone(), move || {
-            snapshot::remove_stale_tmp(&dir);
+            snapshot::remove_stale_staging(&dir);
             Ok((FileLog::open(&log_path)?, dir))
         })
         .await?;

@@ -11,27 +11,9 @@ pub enum FlatError {
     #[error("invalid configuration: {0}")]
     Config(String),
 
-    /// The embedder returned a vector of the wrong length.
-    #[error("embedder returned a {got}-dimensional vector, expected {expected}")]
-    Dimension {
-        /// The embedder's declared dimension.
-        expected: usize,
-        /// What it returned.
-        got: usize,
-    },
-
-    /// The embedder returned a different number of vectors than texts.
-    #[error("embedder returned {got} vectors for {expected} texts")]
-    VectorCount {
-        /// Texts sent.
-        expected: usize,
-        /// Vectors received.
-        got: usize,
-    },
-
-    /// An embedding contains NaN or infinity.
-    #[error("embedder returned a non-finite value")]
-    NonFinite,
+    /// The embedder's vectors were the wrong number, length or values.
+    #[error(transparent)]
+    Embedding(#[from] submem_kit::embed::EmbedError),
 
     /// The tantivy index failed.
     #[error("tantivy: {0}")]

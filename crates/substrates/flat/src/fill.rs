@@ -124,7 +124,38 @@ impl ReadDepth {
         }
         Self::from_settings(fill, candidates).validate()
     }
+
+    /// What a flat substrate reading at this depth calls itself: `name` for
+    /// top-k, `name-fill` in fill mode.
+    pub fn substrate_name(&self, name: &str) -> String {
+        if self.is_fill() {
+            format!("{name}-fill")
+        } else {
+            name.to_string()
+        }
+    }
 }
+
+/// `with_depth` and `depth` for a config whose `fill` and `candidates`
+/// fields stand for a [`ReadDepth`].
+macro_rules! depth_settings {
+    ($config:ty) => {
+        impl $config {
+            /// Sets `fill` and `candidates` to read at `depth`.
+            pub fn with_depth(mut self, depth: $crate::fill::ReadDepth) -> Self {
+                (self.fill, self.candidates) = depth.to_settings();
+                self
+            }
+
+            /// How many ranked units a read shows: the query's top-k (the
+            /// paper's reading) or, with `fill`, as many as the budget holds.
+            pub fn depth(&self) -> $crate::fill::ReadDepth {
+                $crate::fill::ReadDepth::from_settings(self.fill, self.candidates)
+            }
+        }
+    };
+}
+pub(crate) use depth_settings;
 
 #[cfg(test)]
 mod tests {

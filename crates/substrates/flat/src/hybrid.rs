@@ -112,20 +112,9 @@ submem_kit::setters!(HybridConfig {
     with_rrf_k => rrf_k: f32,
 });
 
+crate::fill::depth_settings!(HybridConfig);
+
 impl HybridConfig {
-    /// Sets [`HybridConfig::fill`] and `candidates` to read
-    /// at `depth`.
-    pub fn with_depth(mut self, depth: ReadDepth) -> Self {
-        (self.fill, self.candidates) = depth.to_settings();
-        self
-    }
-
-    /// Top-k or, with [`HybridConfig::fill`], as many fused turns as the
-    /// budget holds.
-    pub fn depth(&self) -> ReadDepth {
-        ReadDepth::from_settings(self.fill, self.candidates)
-    }
-
     /// The dense side's config: [`HybridConfig::dense`] reading top-k.
     fn dense_side(&self) -> DenseConfig {
         self.dense.clone().with_depth(ReadDepth::TopK)
@@ -288,18 +277,11 @@ impl HybridMemory {
 #[async_trait]
 impl Substrate for HybridMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: HYBRID,
-            family: Family::FLAT,
-            name: if self.config.depth().is_fill() {
-                "hybrid-rrf-fill"
-            } else {
-                "hybrid-rrf"
-            }
-            .into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(
+            HYBRID,
+            Family::FLAT,
+            self.config.depth().substrate_name("hybrid-rrf"),
+        )
     }
 
     #[tracing::instrument(name = "hybrid.write", skip_all, fields(ns = %namespace, events = events.len()))]

@@ -5,7 +5,7 @@
 //! [`exists_in`] says what "already stored" means for a map of ids.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use submem_core::{Error, Event, Result};
 use submem_kit::RankedUnit;
 
@@ -69,24 +69,10 @@ impl NewUnit {
 /// Checks unit ids as [`check_new_sources`](submem_kit::batch::check_new_sources)
 /// checks events: none empty, none twice, none already stored.
 pub(crate) fn check_new_ids(units: &[NewUnit], exists: impl Fn(&str) -> bool) -> Result<()> {
-    let mut seen: HashSet<&str> = HashSet::with_capacity(units.len());
-    for u in units {
-        let id = u.source_id.as_str();
-        if id.is_empty() {
-            return Err(Error::InvalidInput("a unit has an empty source id".into()));
-        }
-        if !seen.insert(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} appears twice in one write"
-            )));
-        }
-        if exists(id) {
-            return Err(Error::InvalidInput(format!(
-                "source id {id:?} is already stored in this namespace"
-            )));
-        }
+    if units.iter().any(|u| u.source_id.is_empty()) {
+        return Err(Error::InvalidInput("a unit has an empty source id".into()));
     }
-    Ok(())
+    submem_kit::batch::check_new_ids(units.iter().map(|u| u.source_id.as_str()), exists)
 }
 
 /// Checks source ids against a map of stored ids.

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use submem_core::{cosine, l2_normalize, Event, Namespace, Query, Recall, Regime, Services};
 use submem_kit::record::{echoes_prompt, rule_record, Writer, WrittenRecord};
 
@@ -161,6 +161,14 @@ impl FlexaMem {
         self.state.write().map_err(|_| poisoned())
     }
 
+    /// The log file, locked. Like the state, a lock a panicking thread left
+    /// is an error, not taken over: the state may then hold part of a
+    /// commit the log does not, and only a restart (a replay of the log)
+    /// makes them agree again.
+    pub(crate) fn lock_log(&self) -> Result<MutexGuard<'_, Option<LogFile>>, FlexaError> {
+        self.log.lock().map_err(|_| poisoned())
+    }
+
     /// Appends `records` to the log (when durable) and applies them; returns
     /// the events they removed.
     pub(crate) fn commit(
@@ -172,7 +180,7 @@ impl FlexaMem {
             return Ok(0);
         }
         {
-            let mut log = self.log.lock().map_err(|_| poisoned())?;
+            let mut log = self.lock_log()?;
             if let Some(log) = log.as_mut() {
                 let payloads = records
                     .iter()
@@ -480,23 +488,10 @@ impl FlexaMem {
     }
 
     pub(crate) async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, FlexaError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let v = self
-            .services
-            .embedder
-            .embed(texts)
+        // One call for all: FlexA-Mem embeds a sealed unit's worth at a time.
+        submem_kit::embed::embed_checked(&*self.services.embedder, texts, usize::MAX)
             .await
-            .map_err(|e| FlexaError::Embedding(e.to_string()))?;
-        if v.len() != texts.len() {
-            return Err(FlexaError::Embedding(format!(
-                "asked for {} vectors, got {}",
-                texts.len(),
-                v.len()
-            )));
-        }
-        Ok(v)
+            .map_err(|e| FlexaError::Embedding(e.to_string()))
     }
 
     /// Renders memory for `query` with its accounting: the recall `read`
@@ -697,7 +692,7 @@ impl FlexaMem {
             return Ok(false);
         }
         let mut s = self.write_state()?;
-        let mut log = self.log.lock().map_err(|_| poisoned())?;
+        let mut log = self.lock_log()?;
         let Some(log) = log.as_mut() else {
             for st in s.ns.values_mut() {
                 st.dirty = false;

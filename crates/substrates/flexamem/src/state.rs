@@ -192,17 +192,7 @@ impl Unit {
     pub fn rule_lines(&self) -> Vec<RuleLine<'_>> {
         self.events
             .iter()
-            .map(|e| match &e.event {
-                Event::Turn(t) => RuleLine::Turn {
-                    date: t.session_date.as_deref(),
-                    speaker: &t.speaker,
-                    text: &t.text,
-                },
-                Event::Step(s) => RuleLine::Step {
-                    step: s.step,
-                    action: &s.action,
-                },
-            })
+            .map(|e| RuleLine::from(&e.event))
             .collect()
     }
 

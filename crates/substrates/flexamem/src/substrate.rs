@@ -19,13 +19,8 @@ use crate::FlexaError;
 #[async_trait]
 impl Substrate for FlexaMem {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::FLEXA_MEM,
-            family: Family::WRITE_ONCE_RENDER,
-            name: "flexamem".into(),
-            needs_llm: self.services.llm.is_some(),
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::FLEXA_MEM, Family::WRITE_ONCE_RENDER, "flexamem")
+            .with_llm(self.services.llm.is_some())
     }
 
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
@@ -185,10 +180,7 @@ impl Substrate for FlexaMem {
         let _gate = self.gate.lock().await;
         let mut s = self.write_state().map_err(|e| e.during("restore"))?;
         {
-            let mut log = self
-                .log
-                .lock()
-                .map_err(|_| FlexaError::Internal("log lock poisoned".into()).during("restore"))?;
+            let mut log = self.lock_log().map_err(|e| e.during("restore"))?;
             if let Some(log) = log.as_mut() {
                 log.rewrite(&payloads).map_err(|e| e.during("restore"))?;
             }

@@ -18,7 +18,6 @@ pub fn gist_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M3")
         .summary("gist index (ReadAgent): paged history with gists; rule gists and BM25 page selection without an LLM")
         .llm(LlmUse::Optional)
-        .settings(GistConfig::default())
         .build(|ctx, config: GistConfig| {
             Ok(Arc::new(GistIndex::new(ctx.services.clone(), config)?))
         })

@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use submem_core::{
     Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
     Services, Substrate, SubstrateInfo, WriteReport,
@@ -12,6 +11,7 @@ use submem_core::{
 use submem_kit::batch::check_new_sources;
 use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
+use submem_kit::stats::bump;
 
 use crate::gist::{clean_gist, gist_request, rule_gist};
 use crate::page::{paginate, Entry, GistWriter, Page};
@@ -51,35 +51,24 @@ pub struct GistRead {
     pub gists: Vec<usize>,
 }
 
-/// Counters of what the index did, since it was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct GistStats {
-    /// Gists written by the LLM.
-    pub llm_gists: u64,
-    /// Gists written by the rule writer (no LLM, or after a failed or empty reply).
-    pub rule_gists: u64,
-    /// Of those, gists where an LLM was configured but failed or replied nothing usable.
-    pub gist_fallbacks: u64,
-    /// Reads whose pages the LLM chose.
-    pub llm_selections: u64,
-    /// Reads that fell back to BM25 after an LLM failure or an unusable reply.
-    pub selection_fallbacks: u64,
-    /// Reads in rule mode (no LLM).
-    pub rule_selections: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    llm_gists: AtomicU64,
-    rule_gists: AtomicU64,
-    gist_fallbacks: AtomicU64,
-    llm_selections: AtomicU64,
-    selection_fallbacks: AtomicU64,
-    rule_selections: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+submem_kit::counters! {
+    /// Counters of what the index did, since it was built.
+    pub struct GistStats;
+    struct Counters;
+    {
+        /// Gists written by the LLM.
+        llm_gists,
+        /// Gists written by the rule writer (no LLM, or after a failed or empty reply).
+        rule_gists,
+        /// Of those, gists where an LLM was configured but failed or replied nothing usable.
+        gist_fallbacks,
+        /// Reads whose pages the LLM chose.
+        llm_selections,
+        /// Reads that fell back to BM25 after an LLM failure or an unusable reply.
+        selection_fallbacks,
+        /// Reads in rule mode (no LLM).
+        rule_selections,
+    }
 }
 
 /// M3, the gist index (ReadAgent); see the crate docs.
@@ -128,16 +117,7 @@ impl GistIndex {
 
     /// What the index did so far.
     pub fn stats(&self) -> GistStats {
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        GistStats {
-            llm_gists: get(&c.llm_gists),
-            rule_gists: get(&c.rule_gists),
-            gist_fallbacks: get(&c.gist_fallbacks),
-            llm_selections: get(&c.llm_selections),
-            selection_fallbacks: get(&c.selection_fallbacks),
-            rule_selections: get(&c.rule_selections),
-        }
+        self.counters.snapshot()
     }
 
     /// The gists of `namespace`, in page order (for inspection and tests).
@@ -176,16 +156,16 @@ impl GistIndex {
             match llm.complete(&request).await {
                 Ok(c) => match clean_gist(&c.text, self.config.gist_words) {
                     Some(g) => {
-                        bump(&self.counters.llm_gists);
+                        bump(&self.counters.llm_gists, 1);
                         return (g, GistWriter::Llm);
                     }
                     None => tracing::warn!(reply = %c.text, "unusable gist reply; rule gist used"),
                 },
                 Err(e) => tracing::warn!(error = %e, "gist call failed; rule gist used"),
             }
-            bump(&self.counters.gist_fallbacks);
+            bump(&self.counters.gist_fallbacks, 1);
         }
-        bump(&self.counters.rule_gists);
+        bump(&self.counters.rule_gists, 1);
         (rule_gist(entries, self.config.gist_words), GistWriter::Rule)
     }
 
@@ -231,7 +211,7 @@ impl GistIndex {
                 .collect()
         };
         let (Some(lines), Some(llm)) = (lines, &self.services.llm) else {
-            bump(&self.counters.rule_selections);
+            bump(&self.counters.rule_selections, 1);
             return Ok((by_rule(&scores), Selection::Rule));
         };
         let request = select_request(
@@ -244,14 +224,14 @@ impl GistIndex {
             Ok(c) => {
                 let named = parse_pages(&c.text, ids.len(), max);
                 if !named.is_empty() {
-                    bump(&self.counters.llm_selections);
+                    bump(&self.counters.llm_selections, 1);
                     return Ok((named.into_iter().map(|i| ids[i]).collect(), Selection::Llm));
                 }
                 tracing::debug!(reply = %c.text, "selection reply names no page; BM25 used");
             }
             Err(e) => tracing::warn!(error = %e, "selection call failed; BM25 used"),
         }
-        bump(&self.counters.selection_fallbacks);
+        bump(&self.counters.selection_fallbacks, 1);
         Ok((by_rule(&scores), Selection::RuleFallback))
     }
 
@@ -332,18 +312,16 @@ impl GistIndex {
 impl Substrate for GistIndex {
     fn info(&self) -> SubstrateInfo {
         let rule = self.rule_mode();
-        SubstrateInfo {
-            method: MethodId::M3,
-            family: Family::TEXT_RECORD,
-            name: if rule {
+        SubstrateInfo::new(
+            MethodId::M3,
+            Family::TEXT_RECORD,
+            if rule {
                 "gist-index-rule"
             } else {
                 "gist-index"
-            }
-            .into(),
-            needs_llm: !rule,
-            training_free: true,
-        }
+            },
+        )
+        .with_llm(!rule)
     }
 
     #[tracing::instrument(name = "m3.write", skip_all, fields(ns = %namespace, events = events.len()))]

@@ -116,12 +116,7 @@ pub fn fit(
                 })
                 .collect();
             return Fitted {
-                recall: Recall {
-                    text,
-                    tokens,
-                    sources,
-                    reader: None,
-                },
+                recall: Recall::new(text, tokens, sources),
                 expanded,
                 gists,
             };

@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 
 use submem_core::{ChatMessage, ChatRequest, Event};
+use submem_kit::text::MONTH_NAMES;
 
 /// One extracted entity.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,21 +197,6 @@ const NOT_NAMES: &[&str] = &[
     "on", "at", "for", "to", "of", "with", "by", "from", "as", "not", "all", "some", "any",
 ];
 
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 /// Capitalised spans (runs of capitalised words, `of`/`the` allowed inside)
 /// and numbers or dates (digit-bearing tokens joined with adjacent month
 /// names) of `text`, in order, without duplicates.
@@ -223,7 +209,7 @@ pub fn rule_mentions(text: &str) -> Vec<(String, &'static str)> {
         t.chars().next().is_some_and(char::is_uppercase)
             && !NOT_NAMES.contains(&t.to_lowercase().as_str())
     };
-    let is_month = |t: &str| MONTHS.contains(&t.to_lowercase().as_str());
+    let is_month = |t: &str| MONTH_NAMES.contains(&t.to_lowercase().as_str());
     let has_digit = |t: &str| t.chars().any(|c| c.is_ascii_digit());
     let mut out: Vec<(String, &'static str)> = Vec::new();
     let mut i = 0;

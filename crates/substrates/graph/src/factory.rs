@@ -19,7 +19,6 @@ pub fn graph_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M5")
         .summary("dual-level graph (LightRAG): entity-relation graph + dense chunks, RRF; rule extraction without an LLM")
         .llm(LlmUse::Optional)
-        .settings(GraphConfig::default())
         .build(|ctx, config: GraphConfig| {
             Ok(Arc::new(GraphMemory::new(ctx.services.clone(), config)?))
         })

@@ -96,6 +96,13 @@ impl<K: Ord + Clone> VectorIndex<K> {
         scored
     }
 
+    /// The keys of [`VectorIndex::top_k`] for `query`, none without a query.
+    pub fn top_keys(&self, query: Option<&Vec<f32>>, k: usize) -> Vec<K> {
+        query.map_or_else(Vec::new, |q| {
+            self.top_k(q, k).into_iter().map(|(key, _)| key).collect()
+        })
+    }
+
     /// The index as lists (JSON maps cannot have tuple keys).
     pub fn to_saved(&self) -> SavedIndex<K> {
         SavedIndex {

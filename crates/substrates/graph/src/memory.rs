@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex as StdMutex;
 use submem_core::{Event, Footprint, Namespace, Query, Recall, Result, Services};
+use submem_kit::embed::embed_checked;
+use submem_kit::stats::bump;
 use tokio::sync::Mutex;
 
 use crate::config::{Extractor, GraphConfig};
@@ -15,32 +17,22 @@ use crate::retrieve::{render, retrieve, Breadth, QueryVectors, RenderParams};
 use crate::store::NamespaceState;
 use crate::GraphError;
 
-/// Counts of how extraction and keyword steps were done, for reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct GraphStats {
-    /// Chunks extracted by the LLM.
-    pub llm_extractions: u64,
-    /// Chunks extracted by the rules (no LLM configured, or the fallback).
-    pub rule_extractions: u64,
-    /// LLM answers that failed or yielded nothing usable (rules used instead).
-    pub extraction_fallbacks: u64,
-    /// Queries whose keywords the LLM gave.
-    pub llm_keywords: u64,
-    /// Queries whose keywords came from the rules.
-    pub rule_keywords: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    llm_extractions: AtomicU64,
-    rule_extractions: AtomicU64,
-    extraction_fallbacks: AtomicU64,
-    llm_keywords: AtomicU64,
-    rule_keywords: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+submem_kit::counters! {
+    /// Counts of how extraction and keyword steps were done, for reports.
+    pub struct GraphStats;
+    pub(crate) struct Counters;
+    {
+        /// Chunks extracted by the LLM.
+        llm_extractions,
+        /// Chunks extracted by the rules (no LLM configured, or the fallback).
+        rule_extractions,
+        /// LLM answers that failed or yielded nothing usable (rules used instead).
+        extraction_fallbacks,
+        /// Queries whose keywords the LLM gave.
+        llm_keywords,
+        /// Queries whose keywords came from the rules.
+        rule_keywords,
+    }
 }
 
 /// M5: the dual-level graph (LightRAG). See the crate docs.
@@ -53,13 +45,7 @@ pub struct GraphMemory {
     pub(crate) last_footprint: StdMutex<Footprint>,
 }
 
-impl std::fmt::Debug for GraphMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GraphMemory")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(GraphMemory { config });
 
 impl GraphMemory {
     /// A new, empty graph memory. Uses `services.llm` for extraction and
@@ -84,14 +70,7 @@ impl GraphMemory {
 
     /// How extraction and keyword steps were done so far.
     pub fn stats(&self) -> GraphStats {
-        let c = &self.counters;
-        GraphStats {
-            llm_extractions: c.llm_extractions.load(Ordering::Relaxed),
-            rule_extractions: c.rule_extractions.load(Ordering::Relaxed),
-            extraction_fallbacks: c.extraction_fallbacks.load(Ordering::Relaxed),
-            llm_keywords: c.llm_keywords.load(Ordering::Relaxed),
-            rule_keywords: c.rule_keywords.load(Ordering::Relaxed),
-        }
+        self.counters.snapshot()
     }
 
     pub(crate) fn uses_llm(&self) -> bool {
@@ -111,16 +90,16 @@ impl GraphMemory {
                         x = ground(x, text);
                     }
                     if !x.entities.is_empty() {
-                        bump(&self.counters.llm_extractions);
+                        bump(&self.counters.llm_extractions, 1);
                         return x;
                     }
                     tracing::debug!(answer = %c.text, "extraction yielded no grounded entity; rules used");
                 }
                 Err(e) => tracing::warn!(error = %e, "extraction call failed; rules used"),
             }
-            bump(&self.counters.extraction_fallbacks);
+            bump(&self.counters.extraction_fallbacks, 1);
         }
-        bump(&self.counters.rule_extractions);
+        bump(&self.counters.rule_extractions, 1);
         rule_extraction(events, self.config.rule_relations_per_turn)
     }
 
@@ -147,24 +126,9 @@ impl GraphMemory {
     }
 
     async fn embed(&self, texts: Vec<String>) -> std::result::Result<Vec<Vec<f32>>, GraphError> {
-        let mut out = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.config.embed_batch) {
-            let v = self
-                .services
-                .embedder
-                .embed(batch)
-                .await
-                .map_err(|e| GraphError::Embedding(e.to_string()))?;
-            if v.len() != batch.len() {
-                return Err(GraphError::Embedding(format!(
-                    "{} vectors for {} texts",
-                    v.len(),
-                    batch.len()
-                )));
-            }
-            out.extend(v);
-        }
-        Ok(out)
+        embed_checked(&*self.services.embedder, &texts, self.config.embed_batch)
+            .await
+            .map_err(|e| GraphError::Embedding(e.to_string()))
     }
 
     /// Computes the vectors of every pending chunk, entity and relation, in
@@ -256,14 +220,14 @@ impl GraphMemory {
                 Ok(c) => {
                     let kw = parse_keywords(&c.text, question);
                     if !kw.is_empty() {
-                        bump(&self.counters.llm_keywords);
+                        bump(&self.counters.llm_keywords, 1);
                         return kw;
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "keyword call failed; rules used"),
             }
         }
-        bump(&self.counters.rule_keywords);
+        bump(&self.counters.rule_keywords, 1);
         rule_keywords(question)
     }
 

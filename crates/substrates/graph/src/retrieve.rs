@@ -76,26 +76,31 @@ fn rank_item_chunks(sources: &[u64], support: &HashMap<u64, usize>, n: usize) ->
     v
 }
 
+/// How many of the items (each given by the chunks it came from) each chunk
+/// supports.
+fn chunk_support<'a>(
+    items: impl Iterator<Item = impl Iterator<Item = &'a u64>>,
+) -> HashMap<u64, usize> {
+    let mut support: HashMap<u64, usize> = HashMap::new();
+    for chunks in items {
+        for &c in chunks {
+            *support.entry(c).or_default() += 1;
+        }
+    }
+    support
+}
+
 /// Runs the three searches and fuses the chunk lists.
 pub fn retrieve(state: &NamespaceState, question: &str, q: &QueryVectors, b: Breadth) -> Retrieval {
     let g = &state.graph;
     // Local: entities by the low-level keywords, their relations and chunks.
-    let local: Vec<String> = q
-        .low
-        .as_ref()
-        .map(|v| state.entity_index.top_k(v, b.top_k))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    let mut support: HashMap<u64, usize> = HashMap::new();
-    for k in &local {
-        if let Some(e) = g.entity(k) {
-            for &c in e.sources.keys() {
-                *support.entry(c).or_default() += 1;
-            }
-        }
-    }
+    let local: Vec<String> = state.entity_index.top_keys(q.low.as_ref(), b.top_k);
+    let support = chunk_support(
+        local
+            .iter()
+            .filter_map(|k| g.entity(k))
+            .map(|e| e.sources.keys()),
+    );
     let mut from_entities: Vec<u64> = Vec::new();
     let mut local_relations: Vec<(String, String)> = Vec::new();
     for k in &local {
@@ -111,22 +116,13 @@ pub fn retrieve(state: &NamespaceState, question: &str, q: &QueryVectors, b: Bre
         );
     }
     // Global: relations by the high-level keywords, their ends and chunks.
-    let global: Vec<(String, String)> = q
-        .high
-        .as_ref()
-        .map(|v| state.relation_index.top_k(v, b.top_k))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    let mut rel_support: HashMap<u64, usize> = HashMap::new();
-    for (x, y) in &global {
-        if let Some(r) = g.relation(x, y) {
-            for &c in r.sources.keys() {
-                *rel_support.entry(c).or_default() += 1;
-            }
-        }
-    }
+    let global: Vec<(String, String)> = state.relation_index.top_keys(q.high.as_ref(), b.top_k);
+    let rel_support = chunk_support(
+        global
+            .iter()
+            .filter_map(|(x, y)| g.relation(x, y))
+            .map(|r| r.sources.keys()),
+    );
     let mut from_relations: Vec<u64> = Vec::new();
     let mut global_entities: Vec<String> = Vec::new();
     for (x, y) in &global {
@@ -138,14 +134,9 @@ pub fn retrieve(state: &NamespaceState, question: &str, q: &QueryVectors, b: Bre
         }
     }
     // Naive: chunks by the question.
-    let dense: Vec<u64> = q
-        .question
-        .as_ref()
-        .map(|v| state.chunk_index.top_k(v, b.chunk_top_k))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let dense: Vec<u64> = state
+        .chunk_index
+        .top_keys(q.question.as_ref(), b.chunk_top_k);
     // Lexical: chunks by BM25 over the question's words.
     let lexical: Vec<u64> = if b.lexical {
         state.chunk_lexicon.top(question, b.chunk_top_k)
@@ -298,12 +289,7 @@ pub fn render(
                     });
                 }
             }
-            return Recall {
-                text,
-                tokens,
-                sources,
-                reader: None,
-            };
+            return Recall::new(text, tokens, sources);
         }
         // Joining cost more than estimated: drop the least relevant item.
         if chosen.pop().is_none() && lines.pop().is_none() {

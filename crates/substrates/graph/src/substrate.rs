@@ -26,13 +26,8 @@ pub const STATE_FILE: &str = "graph.json";
 #[async_trait]
 impl Substrate for GraphMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M5,
-            family: Family::STRUCTURAL,
-            name: "dual-level-graph".into(),
-            needs_llm: self.uses_llm(),
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::M5, Family::STRUCTURAL, "dual-level-graph")
+            .with_llm(self.uses_llm())
     }
 
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {

@@ -42,7 +42,6 @@ pub fn epicache_factory() -> SubstrateFactory {
         .paper(format!("{PAPER}, M11"))
         .summary("episode re-prefill (EpiCache): k-means episodes, the query's nearest shown; KV caches prefilled when the memory LLM is local")
         .llm(LlmUse::Optional)
-        .settings(EpiCacheConfig::default())
         .build(|ctx, config: EpiCacheConfig| {
             Ok(Arc::new(EpiCache::new(
                 ctx.services.clone(),

@@ -86,13 +86,7 @@ pub struct FullContext {
     buffers: Spaces<Buffer>,
 }
 
-impl std::fmt::Debug for FullContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FullContext")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(FullContext { config });
 
 impl FullContext {
     /// A new, empty full-context memory; uses `services.tokens` only.
@@ -123,13 +117,7 @@ fn stored_in(existing: Option<&Buffer>) -> impl Fn(&str) -> bool + '_ {
 #[async_trait]
 impl Substrate for FullContext {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M10,
-            family: Family::ACTIVATION,
-            name: "full-context".into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::M10, Family::ACTIVATION, "full-context")
     }
 
     #[tracing::instrument(name = "m10.write", skip_all, fields(ns = %namespace, events = events.len()))]
@@ -193,15 +181,8 @@ impl Substrate for FullContext {
     }
 
     fn footprint(&self) -> Footprint {
-        self.buffers.footprint(|_, b| {
-            let tokens = b.tokens();
-            Footprint {
-                memory_bytes: b.memory_bytes(),
-                stored_tokens: tokens,
-                input_tokens: tokens,
-                ..Footprint::default()
-            }
-        })
+        self.buffers
+            .footprint(|_, b| Footprint::verbatim(b.tokens(), b.memory_bytes()))
     }
 
     #[tracing::instrument(name = "m10.persist", skip_all, fields(dir = %dir.display()))]

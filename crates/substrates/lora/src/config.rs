@@ -28,13 +28,7 @@ pub struct PromptFormat {
     pub messages: Arc<MessagesFn>,
 }
 
-impl std::fmt::Debug for PromptFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptFormat")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(PromptFormat { name });
 
 fn plain_messages(question: &str) -> Vec<ChatMessage> {
     vec![

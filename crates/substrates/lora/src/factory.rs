@@ -85,7 +85,6 @@ pub fn lora_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M9")
         .summary("LoRA adapter on the local SmolLM2 (needs its weights), trained on synthesised QA pairs; cloze pairs without an LLM")
         .llm(LlmUse::Optional)
-        .settings(LoraConfig::default())
         .build(move |ctx, config: LoraConfig| {
             let config = config.with_prompt(PromptFormat::from_reader(&ctx.reader));
             let model = load_base(config.gguf.as_deref(), config.max_context)?;

@@ -47,13 +47,7 @@ pub struct BaseModel {
     sin: Tensor,
 }
 
-impl std::fmt::Debug for BaseModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BaseModel")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(BaseModel { config });
 
 /// Per-layer key/value cache of one generation.
 #[derive(Debug, Default, Clone)]
@@ -74,6 +68,17 @@ impl KvCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The GGUF file at `path`, opened, with its metadata and tensor index read.
+pub(crate) fn open_gguf(path: &Path) -> Result<(std::fs::File, gguf_file::Content)> {
+    let bad = |e: &dyn std::fmt::Display| LoraError::BadModel {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let mut file = std::fs::File::open(path).map_err(|e| bad(&e))?;
+    let content = gguf_file::Content::read(&mut file).map_err(|e| bad(&e))?;
+    Ok((file, content))
 }
 
 fn gguf_u32(ct: &gguf_file::Content, path: &Path, key: &str) -> Result<usize> {
@@ -97,14 +102,7 @@ fn gguf_f32(ct: &gguf_file::Content, key: &str, default: f32) -> f32 {
 impl BaseModel {
     /// Reads a llama GGUF and dequantises every tensor to f32.
     pub fn from_gguf(path: &Path, max_seq_len: usize) -> Result<Self> {
-        let mut file = std::fs::File::open(path).map_err(|e| LoraError::BadModel {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let ct = gguf_file::Content::read(&mut file).map_err(|e| LoraError::BadModel {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let (mut file, ct) = open_gguf(path)?;
         let hidden = gguf_u32(&ct, path, "llama.embedding_length")?;
         let mut config = LlamaConfig {
             vocab_size: 0,

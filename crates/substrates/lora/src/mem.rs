@@ -19,8 +19,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use submem_kit::stats::bump;
 
 use async_trait::async_trait;
 use submem_core::{
@@ -40,15 +40,18 @@ use crate::space::{EventMeta, Space};
 use crate::store;
 use crate::train::{train, Example, TrainReport};
 
-/// Counters for reports and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct LoraStats {
-    /// Chunks whose pairs came from the cloze rule.
-    pub rule_chunks: u64,
-    /// Chunks whose pairs came from the LLM.
-    pub llm_chunks: u64,
-    /// Adapters trained.
-    pub trainings: u64,
+submem_kit::counters! {
+    /// Counters for reports and tests.
+    pub struct LoraStats;
+    struct Counters;
+    {
+        /// Chunks whose pairs came from the cloze rule.
+        rule_chunks,
+        /// Chunks whose pairs came from the LLM.
+        llm_chunks,
+        /// Adapters trained.
+        trainings,
+    }
 }
 
 /// The M9 substrate. See the module docs.
@@ -57,19 +60,10 @@ pub struct LoraMemory {
     config: LoraConfig,
     model: LoraModel,
     spaces: Spaces<Space>,
-    rule_chunks: AtomicU64,
-    llm_chunks: AtomicU64,
-    trainings: AtomicU64,
+    counters: Counters,
 }
 
-impl std::fmt::Debug for LoraMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoraMemory")
-            .field("model", &self.model)
-            .field("rank", &self.config.rank)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(LoraMemory { model, config });
 
 impl LoraMemory {
     /// An empty M9 memory over `model` (load it with [`LoraModel::shared`]).
@@ -80,9 +74,7 @@ impl LoraMemory {
             config,
             model,
             spaces: Spaces::new(),
-            rule_chunks: AtomicU64::new(0),
-            llm_chunks: AtomicU64::new(0),
-            trainings: AtomicU64::new(0),
+            counters: Counters::default(),
         })
     }
 
@@ -98,11 +90,7 @@ impl LoraMemory {
 
     /// Counters.
     pub fn stats(&self) -> LoraStats {
-        LoraStats {
-            rule_chunks: self.rule_chunks.load(Ordering::Relaxed),
-            llm_chunks: self.llm_chunks.load(Ordering::Relaxed),
-            trainings: self.trainings.load(Ordering::Relaxed),
-        }
+        self.counters.snapshot()
     }
 
     /// The QA pairs of `namespace` (the current training set).
@@ -182,13 +170,9 @@ impl LoraMemory {
 #[async_trait]
 impl Substrate for LoraMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M9,
-            family: Family::PARAMETRIC,
-            name: "lora-adapter".into(),
-            needs_llm: self.services.llm.is_some(),
-            training_free: false,
-        }
+        SubstrateInfo::new(MethodId::M9, Family::PARAMETRIC, "lora-adapter")
+            .with_llm(self.services.llm.is_some())
+            .trained()
     }
 
     #[tracing::instrument(name = "m9.write", skip_all, fields(ns = %namespace, events = events.len()))]
@@ -217,9 +201,9 @@ impl Substrate for LoraMemory {
             )
             .await;
             if fallback {
-                self.rule_chunks.fetch_add(1, Ordering::Relaxed);
+                bump(&self.counters.rule_chunks, 1);
             } else {
-                self.llm_chunks.fetch_add(1, Ordering::Relaxed);
+                bump(&self.counters.llm_chunks, 1);
             }
             pairs.extend(p);
         }
@@ -322,7 +306,7 @@ impl Substrate for LoraMemory {
                         secs = report.seconds, "M9 adapter trained");
                     sp.adapter = Some(Arc::new(adapter));
                     sp.last_training = Some(report);
-                    self.trainings.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.counters.trainings, 1);
                 }
                 None => {
                     sp.adapter = None;

@@ -67,16 +67,7 @@ impl LoraModel {
     /// tokenizer `submem-models` rebuilds from the GGUF metadata.
     pub fn from_gguf(path: &Path, max_context: usize) -> Result<Self> {
         let started = std::time::Instant::now();
-        let mut file = std::fs::File::open(path).map_err(|e| LoraError::BadModel {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let ct = candle_core::quantized::gguf_file::Content::read(&mut file).map_err(|e| {
-            LoraError::BadModel {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            }
-        })?;
+        let (_, ct) = crate::llama::open_gguf(path)?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().to_ascii_lowercase())

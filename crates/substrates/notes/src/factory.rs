@@ -18,7 +18,6 @@ pub fn notes_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M4")
         .summary("evolving notes (A-Mem): linked notes whose neighbours evolve; rule notes without an LLM")
         .llm(LlmUse::Optional)
-        .settings(NotesConfig::default())
         .build(|ctx, config: NotesConfig| {
             Ok(Arc::new(EvolvingNotes::new(ctx.services.clone(), config)?))
         })

@@ -2,45 +2,35 @@
 //! forget paths (the [`submem_core::Substrate`] impl is in `substrate.rs`).
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use submem_core::{Event, ManageReport, Namespace, Query, Recall, Result, Services, WriteReport};
 use submem_kit::batch::check_new_sources;
+use submem_kit::embed::embed_checked;
 use submem_kit::spaces::Spaces;
+use submem_kit::stats::bump;
 
 use crate::evolve::{edit_for, evolve_request, parse_evolve_reply};
 use crate::note::{write_note, Writer};
 use crate::store::{Note, PendingEvolution, Space};
 use crate::{read, NotesConfig, NotesError};
 
-/// Counters of what the LLM did, for reports and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct NotesStats {
-    /// Notes written by the LLM (strict or repaired JSON).
-    pub llm_notes: u64,
-    /// Notes written by the rule writer (no LLM, failed call, unusable reply).
-    pub rule_notes: u64,
-    /// Evolution calls made.
-    pub evolution_calls: u64,
-    /// Evolution calls that failed or gave unreadable replies.
-    pub evolution_failures: u64,
-    /// Neighbour rewrites applied.
-    pub rewrites: u64,
-    /// Notes repaired because a note they derived from was forgotten.
-    pub forget_repairs: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    llm_notes: AtomicU64,
-    rule_notes: AtomicU64,
-    evolution_calls: AtomicU64,
-    evolution_failures: AtomicU64,
-    rewrites: AtomicU64,
-    forget_repairs: AtomicU64,
-}
-
-fn bump(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
+submem_kit::counters! {
+    /// Counters of what the LLM did, for reports and tests.
+    pub struct NotesStats;
+    pub(crate) struct Counters;
+    {
+        /// Notes written by the LLM (strict or repaired JSON).
+        llm_notes,
+        /// Notes written by the rule writer (no LLM, failed call, unusable reply).
+        rule_notes,
+        /// Evolution calls made.
+        evolution_calls,
+        /// Evolution calls that failed or gave unreadable replies.
+        evolution_failures,
+        /// Neighbour rewrites applied.
+        rewrites,
+        /// Notes repaired because a note they derived from was forgotten.
+        forget_repairs,
+    }
 }
 
 /// M4: evolving notes (A-Mem). See the crate docs.
@@ -88,16 +78,7 @@ impl EvolvingNotes {
 
     /// What the LLM did so far.
     pub fn stats(&self) -> NotesStats {
-        let c = &self.counters;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        NotesStats {
-            llm_notes: g(&c.llm_notes),
-            rule_notes: g(&c.rule_notes),
-            evolution_calls: g(&c.evolution_calls),
-            evolution_failures: g(&c.evolution_failures),
-            rewrites: g(&c.rewrites),
-            forget_repairs: g(&c.forget_repairs),
-        }
+        self.counters.snapshot()
     }
 
     /// A copy of `namespace`'s notes in time order (for inspection and tests).
@@ -120,30 +101,9 @@ impl EvolvingNotes {
         texts: Vec<String>,
         op: &'static str,
     ) -> Result<Vec<Vec<f32>>> {
-        let dim = self.services.embedder.dimension();
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(self.config.embed_batch) {
-            let vs = self.services.embedder.embed(chunk).await?;
-            if vs.len() != chunk.len() {
-                return Err(NotesError::Embedding(format!(
-                    "{} vectors for {} texts",
-                    vs.len(),
-                    chunk.len()
-                ))
-                .during(op));
-            }
-            for v in vs {
-                if v.len() != dim || v.iter().any(|x| !x.is_finite()) {
-                    return Err(NotesError::Embedding(format!(
-                        "a vector of length {} (expected {dim}) or with non-finite values",
-                        v.len()
-                    ))
-                    .during(op));
-                }
-                out.push(v);
-            }
-        }
-        Ok(out)
+        embed_checked(&*self.services.embedder, &texts, self.config.embed_batch)
+            .await
+            .map_err(|e| e.into_core(|shape| NotesError::Embedding(shape.to_string()).during(op)))
     }
 
     pub(crate) async fn write_events(

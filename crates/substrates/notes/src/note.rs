@@ -90,18 +90,7 @@ pub fn parse_note_reply(reply: &str, raw: &str, config: &NotesConfig) -> Option<
 /// as keywords; speaker or `agent steps` as tags).
 pub fn rule_note(event: &Event, config: &NotesConfig) -> NoteFields {
     let raw = event.render();
-    let line = match event {
-        Event::Turn(t) => RuleLine::Turn {
-            date: t.session_date.as_deref(),
-            speaker: &t.speaker,
-            text: &t.text,
-        },
-        Event::Step(s) => RuleLine::Step {
-            step: s.step,
-            action: &s.action,
-        },
-    };
-    let r = rule_record(&[line], &raw, config.context_words);
+    let r = rule_record(&[RuleLine::from(event)], &raw, config.context_words);
     let mut keywords = r.fields.keywords;
     if keywords.is_empty() {
         keywords = top_keywords(&raw, config.max_keywords);

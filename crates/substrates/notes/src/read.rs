@@ -95,12 +95,7 @@ pub fn render(
                 excerpt_tokens: config.excerpt_tokens,
             }
             .render(&candidates, counter, allowance);
-            Recall {
-                text: r.text,
-                tokens: r.tokens,
-                sources: r.sources,
-                reader: None,
-            }
+            Recall::new(r.text, r.tokens, r.sources)
         }
     }
 }

@@ -44,16 +44,15 @@ fn check_space(s: &Space, dim: usize) -> std::result::Result<(), String> {
 #[async_trait]
 impl Substrate for EvolvingNotes {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M4,
-            family: Family::STRUCTURAL,
-            name: match self.config.render {
-                RenderMode::TopK => "evolving-notes".into(),
-                RenderMode::Fit => "evolving-notes-fit".into(),
+        SubstrateInfo::new(
+            MethodId::M4,
+            Family::STRUCTURAL,
+            match self.config.render {
+                RenderMode::TopK => "evolving-notes",
+                RenderMode::Fit => "evolving-notes-fit",
             },
-            needs_llm: self.services.llm.is_some(),
-            training_free: true,
-        }
+        )
+        .with_llm(self.services.llm.is_some())
     }
 
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {

@@ -17,7 +17,8 @@
 //! [`RaptorConfig::max_cluster_tokens`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use submem_kit::embed::embed_checked;
+use submem_kit::stats::bump;
 
 use submem_core::{cosine, l2_normalize, Services};
 
@@ -26,50 +27,25 @@ use crate::summarize::{clean_reply, extractive, summary_request, MemberText, SUM
 use crate::tree::{Node, NodeId, NsTree};
 use crate::{RaptorConfig, RaptorError};
 
-/// Counters of what the tree builder did (for tests, benches and reports).
-#[derive(Debug, Default)]
-pub struct BuildCounters {
-    pub(crate) llm_summaries: AtomicU64,
-    pub(crate) rule_summaries: AtomicU64,
-    pub(crate) fallbacks: AtomicU64,
-    pub(crate) full_builds: AtomicU64,
-    pub(crate) incremental_inserts: AtomicU64,
-    pub(crate) rewrites: AtomicU64,
-}
-
-/// A copy of [`BuildCounters`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct RaptorStats {
-    /// Summaries written by the LLM.
-    pub llm_summaries: u64,
-    /// Summaries written by the extractive rule (by choice or as fallback).
-    pub rule_summaries: u64,
-    /// LLM calls whose reply was unusable (the rule wrote those summaries).
-    pub fallbacks: u64,
-    /// Full builds run.
-    pub full_builds: u64,
-    /// Leaves placed by incremental insert.
-    pub incremental_inserts: u64,
-    /// Stale summaries rewritten (incremental inserts, forgets, dedup).
-    pub rewrites: u64,
-}
-
-impl BuildCounters {
-    pub(crate) fn snapshot(&self) -> RaptorStats {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        RaptorStats {
-            llm_summaries: g(&self.llm_summaries),
-            rule_summaries: g(&self.rule_summaries),
-            fallbacks: g(&self.fallbacks),
-            full_builds: g(&self.full_builds),
-            incremental_inserts: g(&self.incremental_inserts),
-            rewrites: g(&self.rewrites),
-        }
+submem_kit::counters! {
+    /// A copy of [`BuildCounters`].
+    pub struct RaptorStats;
+    /// Counters of what the tree builder did (for tests, benches and reports).
+    pub struct BuildCounters;
+    {
+        /// Summaries written by the LLM.
+        llm_summaries,
+        /// Summaries written by the extractive rule (by choice or as fallback).
+        rule_summaries,
+        /// LLM calls whose reply was unusable (the rule wrote those summaries).
+        fallbacks,
+        /// Full builds run.
+        full_builds,
+        /// Leaves placed by incremental insert.
+        incremental_inserts,
+        /// Stale summaries rewritten (incremental inserts, forgets, dedup).
+        rewrites,
     }
-}
-
-fn bump(a: &AtomicU64, n: u64) {
-    a.fetch_add(n, Ordering::Relaxed);
 }
 
 /// What the builder needs.
@@ -83,24 +59,9 @@ pub(crate) struct Builder<'a> {
 impl Builder<'_> {
     /// Embeds `texts` in batches, checking shapes.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, RaptorError> {
-        let dim = self.services.embedder.dimension();
-        let mut out = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.cfg.embed_batch) {
-            let v = self
-                .services
-                .embedder
-                .embed(batch)
-                .await
-                .map_err(|e| RaptorError::Embedding(e.to_string()))?;
-            if v.len() != batch.len() || v.iter().any(|x| x.len() != dim) {
-                return Err(RaptorError::Embedding(format!(
-                    "expected {} vectors of {dim} dimensions",
-                    batch.len()
-                )));
-            }
-            out.extend(v);
-        }
-        Ok(out)
+        embed_checked(&*self.services.embedder, texts, self.cfg.embed_batch)
+            .await
+            .map_err(|e| RaptorError::Embedding(e.to_string()))
     }
 
     fn count(&self, text: &str) -> u32 {

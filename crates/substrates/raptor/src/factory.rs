@@ -19,7 +19,6 @@ pub fn raptor_factory() -> SubstrateFactory {
         .paper("Harness the Memory, M6")
         .summary("hierarchical tree (RAPTOR): leaves + GMM-clustered summaries, collapsed-tree read; extractive summaries without an LLM")
         .llm(LlmUse::Optional)
-        .settings(RaptorConfig::default())
         .build(|ctx, config: RaptorConfig| {
             Ok(Arc::new(Raptor::new(ctx.services.clone(), config)?))
         })

@@ -109,14 +109,7 @@ pub struct Raptor {
     disk_bytes: AtomicU64,
 }
 
-impl std::fmt::Debug for Raptor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Raptor")
-            .field("config", &self.config)
-            .field("use_llm", &self.use_llm)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(Raptor { config, use_llm });
 
 impl Raptor {
     /// A new, empty tree memory. Summaries are written by `services.llm` when

@@ -55,12 +55,7 @@ pub fn collapsed_tree(
         let tokens = counter.count(&text);
         if tokens <= allowance || chosen.is_empty() {
             let sources = sources(tree, &chosen);
-            return Recall {
-                text,
-                tokens,
-                sources,
-                reader: None,
-            };
+            return Recall::new(text, tokens, sources);
         }
         chosen.pop();
     }

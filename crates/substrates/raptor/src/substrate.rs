@@ -27,13 +27,7 @@ const STATE: StateFile = StateFile::new(STORE_NAME, FORMAT_VERSION, STATE_FILE);
 #[async_trait]
 impl Substrate for Raptor {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M6,
-            family: Family::HIERARCHICAL,
-            name: "raptor-tree".into(),
-            needs_llm: self.use_llm,
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::M6, Family::HIERARCHICAL, "raptor-tree").with_llm(self.use_llm)
     }
 
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {

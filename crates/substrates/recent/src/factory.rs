@@ -15,7 +15,6 @@ pub fn recent_factory() -> SubstrateFactory {
         .paper("a recency-window baseline (no paper)")
         .summary("the newest events that fit the allowance, in time order")
         .llm(LlmUse::Never)
-        .settings(RecentSettings::default())
         .build(|ctx, settings: RecentSettings| {
             Ok(Arc::new(recent_window(
                 ctx.services.tokens.clone(),

@@ -65,13 +65,7 @@ impl LogRanker for Recency {
     type Extra = ();
 
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: METHOD,
-            family: Family::BASELINE,
-            name: NAME.into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(METHOD, Family::BASELINE, NAME)
     }
 
     fn state_file(&self) -> StateFile {

@@ -20,14 +20,9 @@ pub enum RefineError {
         got: usize,
     },
 
-    /// The embedder returned a different number of vectors than texts.
-    #[error("embedder returned {got} vectors for {expected} texts")]
-    VectorCount {
-        /// Texts sent.
-        expected: usize,
-        /// Vectors received.
-        got: usize,
-    },
+    /// The embedder's vectors were the wrong number, length or values.
+    #[error(transparent)]
+    Embedding(#[from] submem_kit::embed::EmbedError),
 
     /// k-means failed.
     #[error("k-means clustering failed: {0}")]

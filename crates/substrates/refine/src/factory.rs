@@ -22,7 +22,6 @@ pub fn strategy_factory() -> SubstrateFactory {
         .paper(format!("{PAPER}, M7"))
         .summary("distilled strategies (ReasoningBank): episodes judged and distilled, dense top-k; rule strategies without an LLM")
         .llm(LlmUse::Optional)
-        .settings(StrategyConfig::default())
         .build(|ctx, config: StrategyConfig| {
             Ok(Arc::new(StrategyBank::new(ctx.services.clone(), config)?))
         })
@@ -36,7 +35,6 @@ pub fn skill_factory() -> SubstrateFactory {
         .paper(format!("{PAPER}, M8"))
         .summary("skill bundles (MemSkill): clustered experiences, one skill per bundle; rule skills without an LLM")
         .llm(LlmUse::Optional)
-        .settings(SkillConfig::default())
         .build(|ctx, config: SkillConfig| {
             Ok(Arc::new(SkillBundles::new(ctx.services.clone(), config)?))
         })

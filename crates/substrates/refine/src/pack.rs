@@ -3,6 +3,8 @@
 
 use submem_core::{Embedder, Recall, Resolution, SourceHit, TokenCounter};
 
+use submem_kit::embed::embed_checked;
+
 use crate::RefineError;
 
 /// Embeds `texts`, checking count, dimension and finiteness.
@@ -10,26 +12,12 @@ pub async fn embed(
     embedder: &dyn Embedder,
     texts: &[String],
 ) -> Result<Vec<Vec<f32>>, submem_core::Error> {
-    if texts.is_empty() {
-        return Ok(Vec::new());
-    }
-    let vectors = embedder.embed(texts).await?;
-    if vectors.len() != texts.len() {
-        return Err(RefineError::VectorCount {
-            expected: texts.len(),
-            got: vectors.len(),
-        }
-        .into_core("refine", "embed"));
-    }
-    let dim = embedder.dimension();
-    if let Some(v) = vectors.iter().find(|v| v.len() != dim) {
-        return Err(RefineError::Dimension {
-            expected: dim,
-            got: v.len(),
-        }
-        .into_core("refine", "embed"));
-    }
-    Ok(vectors)
+    // One call for all: refinement embeds an episode's worth at a time.
+    embed_checked(embedder, texts, usize::MAX)
+        .await
+        .map_err(|e| {
+            e.into_core(|shape| RefineError::Embedding(shape).into_core("refine", "embed"))
+        })
 }
 
 /// One item a read wants to show.
@@ -89,15 +77,7 @@ pub fn pack(ranked: &[Item], counter: &dyn TokenCounter, allowance: usize) -> (R
                     });
                 }
             }
-            return (
-                Recall {
-                    text,
-                    tokens,
-                    sources,
-                    reader: None,
-                },
-                shown,
-            );
+            return (Recall::new(text, tokens, sources), shown);
         }
         chosen.pop();
     }

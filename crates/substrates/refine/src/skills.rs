@@ -78,6 +78,18 @@ struct Space {
 }
 
 impl Space {
+    /// Files experience `id` (embedded as `vector`) under bundle `b`.
+    fn join(&mut self, id: String, vector: Vec<f32>, b: u64) {
+        if let Some(bundle) = self.bundles.get_mut(&b) {
+            bundle.members.push(id.clone());
+        }
+        let experience = Experience {
+            vector,
+            bundle: Some(b),
+        };
+        self.experiences.insert(id, experience);
+    }
+
     fn recentre(&mut self, id: u64) {
         let Some(b) = self.bundles.get(&id) else {
             return;
@@ -161,13 +173,7 @@ pub struct SkillBundles {
     spaces: Spaces<Space>,
 }
 
-impl std::fmt::Debug for SkillBundles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SkillBundles")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(SkillBundles { config });
 
 impl SkillBundles {
     /// Skill bundles using `services` (the LLM is optional: without it the
@@ -241,13 +247,8 @@ impl SkillBundles {
 #[async_trait]
 impl Substrate for SkillBundles {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M8,
-            family: Family::REFINEMENT,
-            name: "skill-bundles".into(),
-            needs_llm: self.services.llm.is_some(),
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::M8, Family::REFINEMENT, "skill-bundles")
+            .with_llm(self.services.llm.is_some())
     }
 
     #[tracing::instrument(name = "m8.write", skip_all, fields(ns = %namespace, events = events.len()))]
@@ -280,16 +281,7 @@ impl Substrate for SkillBundles {
                     .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
                 match best {
                     Some((b, c)) if c >= self.config.join_threshold => {
-                        if let Some(bundle) = space.bundles.get_mut(&b) {
-                            bundle.members.push(id.clone());
-                        }
-                        space.experiences.insert(
-                            id,
-                            Experience {
-                                vector: v,
-                                bundle: Some(b),
-                            },
-                        );
+                        space.join(id, v, b);
                         touched.insert(b);
                     }
                     _ => loose.push((id, v)),
@@ -318,17 +310,7 @@ impl Substrate for SkillBundles {
                 space.next_bundle += 1;
             }
             for ((id, v), label) in loose.into_iter().zip(labels) {
-                let b = first_new + label as u64;
-                if let Some(bundle) = space.bundles.get_mut(&b) {
-                    bundle.members.push(id.clone());
-                }
-                space.experiences.insert(
-                    id,
-                    Experience {
-                        vector: v,
-                        bundle: Some(b),
-                    },
-                );
+                space.join(id, v, first_new + label as u64);
             }
             let growth = 1.0 + self.config.rewrite_growth;
             let mut ids: Vec<u64> = (first_new..space.next_bundle).collect();

@@ -59,11 +59,5 @@ pub(crate) fn forget<S: Derived>(
 /// The journal's share of a footprint: its events are the input, stay
 /// stored, and take their heap bytes.
 pub(crate) fn journal_footprint(journal: &Journal) -> Footprint {
-    let input = journal.tokens();
-    Footprint {
-        memory_bytes: journal.memory_bytes(),
-        input_tokens: input,
-        stored_tokens: input,
-        ..Footprint::default()
-    }
+    Footprint::verbatim(journal.tokens(), journal.memory_bytes())
 }

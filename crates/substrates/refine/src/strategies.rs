@@ -129,13 +129,7 @@ pub struct StrategyBank {
     spaces: Spaces<Space>,
 }
 
-impl std::fmt::Debug for StrategyBank {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StrategyBank")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(StrategyBank { config });
 
 type Snapshot = (u64, Vec<Entry>, Option<crate::journal::Signal>);
 
@@ -256,13 +250,8 @@ impl StrategyBank {
 #[async_trait]
 impl Substrate for StrategyBank {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M7,
-            family: Family::REFINEMENT,
-            name: "distilled-strategies".into(),
-            needs_llm: self.services.llm.is_some(),
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::M7, Family::REFINEMENT, "distilled-strategies")
+            .with_llm(self.services.llm.is_some())
     }
 
     #[tracing::instrument(name = "m7.write", skip_all, fields(ns = %namespace, events = events.len()))]

@@ -86,20 +86,9 @@ submem_kit::setters!(DenseConfig {
     with_candidates => candidates: Option<usize>,
 });
 
+crate::fill::depth_settings!(DenseConfig);
+
 impl DenseConfig {
-    /// Sets [`DenseConfig::fill`] and [`DenseConfig::candidates`] to read
-    /// at `depth`.
-    pub fn with_depth(mut self, depth: ReadDepth) -> Self {
-        (self.fill, self.candidates) = depth.to_settings();
-        self
-    }
-
-    /// How many ranked units a read shows: the query's top-k (the paper's
-    /// M1) or, with [`DenseConfig::fill`], as many as the budget holds.
-    pub fn depth(&self) -> ReadDepth {
-        ReadDepth::from_settings(self.fill, self.candidates)
-    }
-
     /// Rejects settings hnsw_rs cannot honour (it exits the process on some).
     pub(crate) fn validate(&self) -> FlatResult<()> {
         ReadDepth::check_settings(self.fill, self.candidates).map_err(FlatError::Config)?;

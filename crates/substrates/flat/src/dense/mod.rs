@@ -44,6 +44,7 @@ use submem_core::{
     Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::embed::{check_vectors, embed_checked, EmbedError};
 use submem_kit::RankedUnit;
 
 use crate::error::FlatError;
@@ -131,30 +132,12 @@ impl DenseMemory {
             .clone()
     }
 
-    /// Checks and normalises vectors returned for `expected` texts.
+    /// Checks vectors given for `expected` texts and normalises them into
+    /// one row-major buffer.
     fn check_vectors(&self, vectors: Vec<Vec<f32>>, expected: usize) -> Result<Vec<f32>> {
-        if vectors.len() != expected {
-            return Err(FlatError::VectorCount {
-                expected,
-                got: vectors.len(),
-            }
-            .into_core(METHOD, "write"));
-        }
-        let mut flat = Vec::with_capacity(expected * self.dim);
-        for mut v in vectors {
-            if v.len() != self.dim {
-                return Err(FlatError::Dimension {
-                    expected: self.dim,
-                    got: v.len(),
-                }
-                .into_core(METHOD, "write"));
-            }
-            if !vector::normalise(&mut v) {
-                return Err(FlatError::NonFinite.into_core(METHOD, "write"));
-            }
-            flat.extend(v);
-        }
-        Ok(flat)
+        check_vectors(&vectors, expected, self.dim)
+            .map_err(|e| FlatError::from(e).into_core(METHOD, "write"))?;
+        Ok(normalised_rows(vectors, self.dim))
     }
 
     /// Writes `events` with vectors the caller already has (one per event,
@@ -191,13 +174,11 @@ impl DenseMemory {
         namespace: &Namespace,
         units: Vec<NewUnit>,
     ) -> Result<()> {
-        let mut vectors = Vec::with_capacity(units.len());
-        for batch in units.chunks(self.config.embed_batch) {
-            let texts: Vec<String> = batch.iter().map(|u| u.text.clone()).collect();
-            vectors.extend(self.services.embedder.embed(&texts).await?);
-        }
-        let flat = self.check_vectors(vectors, units.len())?;
-        self.insert(namespace, units, flat)
+        let texts: Vec<String> = units.iter().map(|u| u.text.clone()).collect();
+        let vectors = embed_checked(&*self.services.embedder, &texts, self.config.embed_batch)
+            .await
+            .map_err(|e| e.into_core(|shape| FlatError::from(shape).into_core(METHOD, "write")))?;
+        self.insert(namespace, units, normalised_rows(vectors, self.dim))
     }
 
     fn insert(&self, namespace: &Namespace, units: Vec<NewUnit>, flat: Vec<f32>) -> Result<()> {
@@ -244,17 +225,10 @@ impl DenseMemory {
         vector: &[f32],
         n: usize,
     ) -> Result<Vec<(RankedUnit, u32)>> {
-        if vector.len() != self.dim {
-            return Err(FlatError::Dimension {
-                expected: self.dim,
-                got: vector.len(),
-            }
-            .into_core(METHOD, "read"));
-        }
         let mut q = vector.to_vec();
-        if !vector::normalise(&mut q) {
-            return Err(FlatError::NonFinite.into_core(METHOD, "read"));
-        }
+        check_vectors(std::slice::from_ref(&q), 1, self.dim)
+            .map_err(|e| FlatError::from(e).into_core(METHOD, "read"))?;
+        submem_core::l2_normalize(&mut q);
         let Some(space) = self.space(namespace) else {
             return Ok(Vec::new());
         };
@@ -288,31 +262,36 @@ pub(crate) async fn embed_query(
     query: &Query,
     method: &str,
 ) -> Result<Vec<f32>> {
-    let mut vectors = services.embedder.embed(&[query.retrieval_text()]).await?;
+    let shape = |e: EmbedError| FlatError::from(e).into_core(method, "read");
+    let mut vectors = embed_checked(&*services.embedder, &[query.retrieval_text()], 1)
+        .await
+        .map_err(|e| e.into_core(shape))?;
     vectors.pop().ok_or_else(|| {
-        FlatError::VectorCount {
+        shape(EmbedError::VectorCount {
             expected: 1,
             got: 0,
-        }
-        .into_core(method, "read")
+        })
     })
+}
+
+/// `vectors` scaled to unit length, one after another in one buffer.
+fn normalised_rows(vectors: Vec<Vec<f32>>, dim: usize) -> Vec<f32> {
+    let mut rows = Vec::with_capacity(vectors.len() * dim);
+    for mut v in vectors {
+        submem_core::l2_normalize(&mut v);
+        rows.extend(v);
+    }
+    rows
 }
 
 #[async_trait]
 impl Substrate for DenseMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M1,
-            family: Family::FLAT,
-            name: if self.config.depth().is_fill() {
-                "dense-hnsw-fill"
-            } else {
-                "dense-hnsw"
-            }
-            .into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(
+            MethodId::M1,
+            Family::FLAT,
+            self.config.depth().substrate_name("dense-hnsw"),
+        )
     }
 
     #[tracing::instrument(name = "m1.write", skip_all, fields(ns = %namespace, events = events.len()))]
@@ -360,13 +339,7 @@ impl Substrate for DenseMemory {
     fn footprint(&self) -> Footprint {
         self.spaces.footprint(|_, space| {
             let ns = spaces::read(space);
-            let tokens = ns.stored_tokens();
-            Footprint {
-                memory_bytes: ns.memory_bytes(&self.config),
-                stored_tokens: tokens,
-                input_tokens: tokens,
-                ..Footprint::default()
-            }
+            Footprint::verbatim(ns.stored_tokens(), ns.memory_bytes(&self.config))
         })
     }
 

@@ -306,13 +306,7 @@ impl PieceMemory {
 #[async_trait]
 impl Substrate for PieceMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: PIECES,
-            family: Family::FLAT,
-            name: self.config.ranking.substrate_name().into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(PIECES, Family::FLAT, self.config.ranking.substrate_name())
     }
 
     #[tracing::instrument(name = "pieces.write", skip_all, fields(ns = %namespace, events = events.len()))]

@@ -62,20 +62,9 @@ submem_kit::setters!(SparseConfig {
     with_candidates => candidates: Option<usize>,
 });
 
+crate::fill::depth_settings!(SparseConfig);
+
 impl SparseConfig {
-    /// Sets [`SparseConfig::fill`] and [`SparseConfig::candidates`] to read
-    /// at `depth`.
-    pub fn with_depth(mut self, depth: ReadDepth) -> Self {
-        (self.fill, self.candidates) = depth.to_settings();
-        self
-    }
-
-    /// How many ranked units a read shows: the query's top-k (the paper's
-    /// M2) or, with [`SparseConfig::fill`], as many as the budget holds.
-    pub fn depth(&self) -> ReadDepth {
-        ReadDepth::from_settings(self.fill, self.candidates)
-    }
-
     pub(crate) fn validate(&self) -> FlatResult<()> {
         ReadDepth::check_settings(self.fill, self.candidates).map_err(FlatError::Config)?;
         if self.writer_heap_bytes < MIN_WRITER_HEAP_BYTES {

@@ -179,6 +179,13 @@ impl std::fmt::Debug for TantivyIndex {
     }
 }
 
+/// Registers M2's analyzer under the name the schema's text field asks for.
+fn register_analyzer(index: &Index, cfg: &SparseConfig) {
+    index
+        .tokenizers()
+        .register(ANALYZER_NAME, build_analyzer(cfg));
+}
+
 fn reader_of(index: &Index) -> FlatResult<IndexReader> {
     Ok(index
         .reader_builder()
@@ -200,17 +207,25 @@ impl TantivyIndex {
     /// An empty in-memory index.
     pub fn new_ram(cfg: &SparseConfig) -> FlatResult<Self> {
         let (schema, fields) = schema();
-        let index = Index::create_in_ram(schema);
-        index
-            .tokenizers()
-            .register(ANALYZER_NAME, build_analyzer(cfg));
+        Self::serving(Index::create_in_ram(schema), fields, cfg, Backing::Ram)
+    }
+
+    /// `index` with the analyzer registered and a reader on it: what every
+    /// served index (in memory or mmapped) starts from.
+    fn serving(
+        index: Index,
+        fields: Fields,
+        cfg: &SparseConfig,
+        backing: Backing,
+    ) -> FlatResult<Self> {
+        register_analyzer(&index, cfg);
         let reader = reader_of(&index)?;
         Ok(TantivyIndex {
             index,
             reader,
             writer_heap_bytes: cfg.writer_heap_bytes,
             fields,
-            backing: Backing::Ram,
+            backing,
             merges: None,
         })
     }
@@ -226,9 +241,7 @@ impl TantivyIndex {
         std::fs::create_dir_all(path)
             .map_err(|e| FlatError::Corrupt(format!("cannot create {}: {e}", path.display())))?;
         let index = Index::create_in_dir(path, schema)?;
-        index
-            .tokenizers()
-            .register(ANALYZER_NAME, build_analyzer(cfg));
+        register_analyzer(&index, cfg);
         let mut writer = writer_of(&index, cfg.writer_heap_bytes)?;
         for (ns, unit) in docs {
             writer.add_document(Self::doc(&fields, ns, unit))?;
@@ -249,18 +262,7 @@ impl TantivyIndex {
                 path.display()
             )));
         }
-        index
-            .tokenizers()
-            .register(ANALYZER_NAME, build_analyzer(cfg));
-        let reader = reader_of(&index)?;
-        Ok(TantivyIndex {
-            index,
-            reader,
-            writer_heap_bytes: cfg.writer_heap_bytes,
-            fields,
-            backing: Backing::Mmap(path.to_path_buf()),
-            merges: None,
-        })
+        Self::serving(index, fields, cfg, Backing::Mmap(path.to_path_buf()))
     }
 
     /// Where the index lives.

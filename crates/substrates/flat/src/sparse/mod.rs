@@ -156,13 +156,7 @@ pub struct SparseMemory {
     disk_bytes: AtomicU64,
 }
 
-impl std::fmt::Debug for SparseMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SparseMemory")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(SparseMemory { config });
 
 impl SparseMemory {
     /// A new, empty sparse memory (RAM index); uses `services.tokens` only.
@@ -275,18 +269,11 @@ impl SparseMemory {
 #[async_trait]
 impl Substrate for SparseMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M2,
-            family: Family::FLAT,
-            name: if self.config.depth().is_fill() {
-                "sparse-bm25-fill"
-            } else {
-                "sparse-bm25"
-            }
-            .into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(
+            MethodId::M2,
+            Family::FLAT,
+            self.config.depth().substrate_name("sparse-bm25"),
+        )
     }
 
     #[tracing::instrument(name = "m2.write", skip_all, fields(ns = %namespace, events = events.len()))]

@@ -175,32 +175,18 @@ pub fn tail_within(text: &str, limit: usize, counter: &dyn TokenCounter) -> Stri
     }
     let mut starts: Vec<usize> = vec![0];
     starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-    // Smallest line start whose tail fits (counts shrink as the start moves on).
-    let (mut lo, mut hi) = (0usize, starts.len());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if counter.count(&text[starts[mid]..]) <= limit {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    if lo < starts.len() {
-        return text[starts[lo]..].to_string();
+    // Tails shrink as the start moves on, so the first start whose tail fits
+    // is found by bisection.
+    let fits = |from: &str| counter.count(from) <= limit;
+    let line = starts.partition_point(|&s| !fits(&text[s..]));
+    if let Some(&start) = starts.get(line) {
+        return text[start..].to_string();
     }
     let last = &text[starts[starts.len() - 1]..];
     let bounds: Vec<usize> = last.char_indices().map(|(i, _)| i).collect();
-    let (mut lo, mut hi) = (0usize, bounds.len());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if counter.count(&last[bounds[mid]..]) <= limit {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
+    let char_at = bounds.partition_point(|&b| !fits(&last[b..]));
     bounds
-        .get(lo)
+        .get(char_at)
         .map_or(String::new(), |&b| last[b..].trim_start().to_string())
 }
 
@@ -261,16 +247,7 @@ pub fn render(ctx: &Ctx<'_>) -> Outcome {
                 raw: tokens,
                 ..Default::default()
             };
-            return done_plain(
-                Recall {
-                    text,
-                    tokens,
-                    sources,
-                    reader: None,
-                },
-                tb,
-                None,
-            );
+            return done_plain(Recall::new(text, tokens, sources), tb, None);
         }
     }
     // The recent window (agents only).
@@ -534,12 +511,7 @@ impl<'c, 'a> Renderer<'c, 'a> {
             Vec::new()
         };
         done_plain(
-            Recall {
-                text,
-                tokens,
-                sources,
-                reader: None,
-            },
+            Recall::new(text, tokens, sources),
             tb,
             Some(RecoveryMode::Unit),
         )
@@ -551,6 +523,31 @@ impl<'c, 'a> Renderer<'c, 'a> {
             (false, true) => memory.to_string(),
             (false, false) => format!("{memory}\n{}", self.window),
         }
+    }
+
+    /// A render of the timeline `b` whose shown entries are `entries`.
+    fn done_timeline(
+        &self,
+        b: &Built<'_>,
+        entries: &[Entry],
+        recall: Recall,
+        tb: TokenBreakdown,
+        mode: RecoveryMode,
+    ) -> Outcome {
+        Outcome::Done(Box::new(Done {
+            rendered: Rendered {
+                recall,
+                shares: tb.shares(),
+                tokens_by: tb,
+                mode: Some(mode),
+                merged_records: entries.iter().filter(|e| e.is_merged()).count(),
+                hidden_entries: b.tl.hidden().len(),
+                trace: None,
+            },
+            new_merges: b.new_merges.clone(),
+            adopt: self.adoptions(b, entries),
+            cache_hits: b.cache_hits,
+        }))
     }
 
     fn adoptions(&self, b: &Built<'_>, entries: &[Entry]) -> Vec<MergeKey> {

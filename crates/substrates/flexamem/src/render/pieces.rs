@@ -414,27 +414,8 @@ impl Renderer<'_, '_> {
             }
         }
         sources.extend(extra);
-        let merged_records = entries.iter().filter(|e| e.is_merged()).count();
-        let adopt = self.adoptions(b, entries);
-        Outcome::Done(Box::new(Done {
-            rendered: Rendered {
-                recall: Recall {
-                    text,
-                    tokens,
-                    sources,
-                    reader: None,
-                },
-                shares: tb.shares(),
-                tokens_by: tb,
-                mode: Some(RecoveryMode::Piece),
-                merged_records,
-                hidden_entries: b.tl.hidden().len(),
-                trace: None,
-            },
-            new_merges: b.new_merges.clone(),
-            adopt,
-            cache_hits: b.cache_hits,
-        }))
+        let recall = Recall::new(text, tokens, sources);
+        self.done_timeline(b, entries, recall, tb, RecoveryMode::Piece)
     }
 }
 

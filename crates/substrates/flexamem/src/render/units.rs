@@ -321,27 +321,8 @@ impl Renderer<'_, '_> {
         }
         self.push_window_sources(&mut sources);
         self.push_record_sources(&mut sources, &entries, &seen, c);
-        let merged_records = entries.iter().filter(|e| e.is_merged()).count();
-        let adopt = self.adoptions(b, &entries);
-        Outcome::Done(Box::new(Done {
-            rendered: Rendered {
-                recall: Recall {
-                    text,
-                    tokens,
-                    sources,
-                    reader: None,
-                },
-                shares: tb.shares(),
-                tokens_by: tb,
-                mode: Some(RecoveryMode::Unit),
-                merged_records,
-                hidden_entries: b.tl.hidden().len(),
-                trace: None,
-            },
-            new_merges: b.new_merges.clone(),
-            adopt,
-            cache_hits: b.cache_hits,
-        }))
+        let recall = Recall::new(text, tokens, sources);
+        self.done_timeline(b, &entries, recall, tb, RecoveryMode::Unit)
     }
 }
 

@@ -94,7 +94,7 @@ pub use config::{EpiCacheConfig, ReaderHead};
 
 use async_trait::async_trait;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use submem_core::{
     cosine, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace,
@@ -102,6 +102,7 @@ use submem_core::{
     SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
+use submem_kit::embed::embed_checked;
 use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
 use submem_kit::{render_in_time_order, PackPolicy, RankedUnit};
@@ -116,29 +117,23 @@ const STATE_FILE: &str = "episodes.json";
 /// The store as persisted: manifest name, format version, state file.
 const STATE: StateFile = StateFile::new(MANIFEST_NAME, FORMAT_VERSION, STATE_FILE);
 
-/// Counts of what M11 did since it was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct EpiCacheStats {
-    /// Namespaces re-clustered from scratch.
-    pub reclusters: u64,
-    /// Episode KV caches prefilled.
-    pub prefills: u64,
-    /// Prefills the model refused (e.g. an episode longer than its context);
-    /// those episodes are re-sent as text.
-    pub prefill_failures: u64,
-    /// Reads that returned a prefilled reader.
-    pub cached_reads: u64,
-    /// Reads that returned text only (no cache held, or cut to the budget).
-    pub text_reads: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    reclusters: AtomicU64,
-    prefills: AtomicU64,
-    prefill_failures: AtomicU64,
-    cached_reads: AtomicU64,
-    text_reads: AtomicU64,
+submem_kit::counters! {
+    /// Counts of what M11 did since it was built.
+    pub struct EpiCacheStats;
+    struct Counters;
+    {
+        /// Namespaces re-clustered from scratch.
+        reclusters,
+        /// Episode KV caches prefilled.
+        prefills,
+        /// Prefills the model refused (e.g. an episode longer than its context);
+        /// those episodes are re-sent as text.
+        prefill_failures,
+        /// Reads that returned a prefilled reader.
+        cached_reads,
+        /// Reads that returned text only (no cache held, or cut to the budget).
+        text_reads,
+    }
 }
 
 /// M11: episodes of the history, one rendered (and, with a local model,
@@ -150,13 +145,7 @@ pub struct EpiCache {
     counters: Counters,
 }
 
-impl std::fmt::Debug for EpiCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EpiCache")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+submem_kit::debug_fields!(EpiCache { config });
 
 impl EpiCache {
     /// A new, empty memory. Uses `services.embedder` and `services.tokens`;
@@ -180,15 +169,7 @@ impl EpiCache {
 
     /// What happened so far.
     pub fn stats(&self) -> EpiCacheStats {
-        let c = &self.counters;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        EpiCacheStats {
-            reclusters: l(&c.reclusters),
-            prefills: l(&c.prefills),
-            prefill_failures: l(&c.prefill_failures),
-            cached_reads: l(&c.cached_reads),
-            text_reads: l(&c.text_reads),
-        }
+        self.counters.snapshot()
     }
 
     /// Source ids of each episode's kept turns (time order), episodes in
@@ -263,21 +244,13 @@ impl EpiCache {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let dim = self.services.embedder.dimension();
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(self.config.embed_batch) {
-            let vectors = self.services.embedder.embed(chunk).await?;
-            if vectors.len() != chunk.len() || vectors.iter().any(|v| v.len() != dim) {
-                return Err(KvError::Embedding(format!(
-                    "asked for {} vectors of {dim} dims, got {}",
-                    chunk.len(),
-                    vectors.len()
-                ))
-                .into_core(METHOD, "embed"));
-            }
-            out.extend(vectors);
-        }
-        Ok(out)
+        embed_checked(&*self.services.embedder, texts, self.config.embed_batch)
+            .await
+            .map_err(|e| {
+                e.into_core(|shape| {
+                    KvError::Embedding(shape.to_string()).into_core(METHOD, "embed")
+                })
+            })
     }
 
     /// Prefills every episode that has no cache; returns how many were built.
@@ -350,13 +323,7 @@ fn stored_in(existing: Option<&Space>) -> impl Fn(&str) -> bool + '_ {
 #[async_trait]
 impl Substrate for EpiCache {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo {
-            method: MethodId::M11,
-            family: Family::ACTIVATION,
-            name: "episode-reprefill".into(),
-            needs_llm: false,
-            training_free: true,
-        }
+        SubstrateInfo::new(MethodId::M11, Family::ACTIVATION, "episode-reprefill")
     }
 
     #[tracing::instrument(name = "m11.write", skip_all, fields(ns = %namespace, events = events.len()))]
@@ -502,15 +469,8 @@ impl Substrate for EpiCache {
     }
 
     fn footprint(&self) -> Footprint {
-        self.spaces.footprint(|_, s| {
-            let tokens = s.tokens();
-            Footprint {
-                memory_bytes: s.memory_bytes(),
-                stored_tokens: tokens,
-                input_tokens: tokens,
-                ..Footprint::default()
-            }
-        })
+        self.spaces
+            .footprint(|_, s| Footprint::verbatim(s.tokens(), s.memory_bytes()))
     }
 
     #[tracing::instrument(name = "m11.persist", skip_all, fields(dir = %dir.display()))]
