@@ -148,9 +148,9 @@ impl MemoryTools {
     async fn remember_inner(
         &self,
         ctx: &RequestContext<RoleServer>,
-        caller: &Caller,
         a: RememberArgs,
     ) -> Result<Value> {
+        let caller = &self.caller(ctx)?;
         let events: Vec<Event> = match (a.text, a.events) {
             (Some(text), None) => {
                 let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -205,12 +205,8 @@ impl MemoryTools {
         })
     }
 
-    async fn recall_inner(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        caller: &Caller,
-        a: RecallArgs,
-    ) -> Result<Value> {
+    async fn recall_inner(&self, ctx: &RequestContext<RoleServer>, a: RecallArgs) -> Result<Value> {
+        let caller = &self.caller(ctx)?;
         let req = ReadRequest {
             question: Some(a.question),
             task: None,
@@ -235,12 +231,8 @@ impl MemoryTools {
         Ok(json!({"text": r["text"], "tokens": r["tokens"], "source_ids": ids}))
     }
 
-    async fn forget_inner(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        caller: &Caller,
-        a: ForgetArgs,
-    ) -> Result<Value> {
+    async fn forget_inner(&self, ctx: &RequestContext<RoleServer>, a: ForgetArgs) -> Result<Value> {
+        let caller = &self.caller(ctx)?;
         let body = json!({ "source_ids": a.source_ids });
         let here = service::forget(&self.state, caller, &a.namespace, a.source_ids)
             .await
@@ -274,11 +266,7 @@ impl MemoryTools {
         Parameters(args): Parameters<RememberArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let r = match self.caller(&ctx) {
-            Ok(c) => self.remember_inner(&ctx, &c, args).await,
-            Err(e) => Err(e),
-        };
-        result(r)
+        result(self.remember_inner(&ctx, args).await)
     }
 
     /// Recalls memory for a question under a token budget.
@@ -290,11 +278,7 @@ impl MemoryTools {
         Parameters(args): Parameters<RecallArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let r = match self.caller(&ctx) {
-            Ok(c) => self.recall_inner(&ctx, &c, args).await,
-            Err(e) => Err(e),
-        };
-        result(r)
+        result(self.recall_inner(&ctx, args).await)
     }
 
     /// Forgets events by source id.
@@ -306,11 +290,7 @@ impl MemoryTools {
         Parameters(args): Parameters<ForgetArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let r = match self.caller(&ctx) {
-            Ok(c) => self.forget_inner(&ctx, &c, args).await,
-            Err(e) => Err(e),
-        };
-        result(r)
+        result(self.forget_inner(&ctx, args).await)
     }
 
     /// Lists the caller's namespaces.
@@ -322,13 +302,12 @@ impl MemoryTools {
         Parameters(_args): Parameters<ListArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let r = match self.caller(&ctx) {
-            Ok(c) => service::list(&self.state, &c)
-                .await
-                .map(|out| json!({ "namespaces": out })),
-            Err(e) => Err(e),
+        let listed = async {
+            let caller = self.caller(&ctx)?;
+            let out = service::list(&self.state, &caller).await?;
+            Ok(json!({ "namespaces": out }))
         };
-        result(r)
+        result(listed.await)
     }
 }
 

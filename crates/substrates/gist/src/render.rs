@@ -57,6 +57,38 @@ pub struct Fitted {
     pub gists: Vec<usize>,
 }
 
+/// Blocks placed so far (one slot per page) and the tokens they take.
+struct Layout<'a> {
+    blocks: Vec<Option<String>>,
+    used: usize,
+    separator: usize,
+    allowance: usize,
+    counter: &'a dyn TokenCounter,
+}
+
+impl Layout<'_> {
+    /// Places the block `text_of` makes for each page of `candidates`, in
+    /// order, that is not placed yet and still fits; returns those pages.
+    fn place(&mut self, candidates: &[usize], text_of: impl Fn(usize) -> String) -> Vec<usize> {
+        let mut placed = Vec::new();
+        let pages = self.blocks.len();
+        for &i in candidates.iter().filter(|&&i| i < pages) {
+            if self.blocks[i].is_some() {
+                continue;
+            }
+            let block = text_of(i);
+            let separator = if self.used == 0 { 0 } else { self.separator };
+            let cost = self.counter.count(&block) + separator;
+            if self.used + cost <= self.allowance {
+                self.used += cost;
+                placed.push(i);
+                self.blocks[i] = Some(block);
+            }
+        }
+        placed
+    }
+}
+
 /// Fits expansions of `expand` (selection order) and gists of the pages in
 /// `rank` (relevance order) into `allowance` tokens; see the module docs.
 pub fn fit(
@@ -66,35 +98,16 @@ pub fn fit(
     counter: &dyn TokenCounter,
     allowance: usize,
 ) -> Fitted {
-    let separator = counter.count("\n");
-    let mut used = 0usize;
-    let mut expanded: Vec<usize> = Vec::new();
-    let mut blocks: Vec<Option<String>> = vec![None; pages.len()];
-    for &i in expand.iter().filter(|&&i| i < pages.len()) {
-        if blocks[i].is_some() {
-            continue;
-        }
-        let block = expanded_block(pages, i);
-        let cost = counter.count(&block) + if used == 0 { 0 } else { separator };
-        if used + cost <= allowance {
-            used += cost;
-            expanded.push(i);
-            blocks[i] = Some(block);
-        }
-    }
-    let mut gists: Vec<usize> = Vec::new();
-    for &i in rank.iter().filter(|&&i| i < pages.len()) {
-        if blocks[i].is_some() {
-            continue;
-        }
-        let line = gist_line(pages, i);
-        let cost = counter.count(&line) + if used == 0 { 0 } else { separator };
-        if used + cost <= allowance {
-            used += cost;
-            gists.push(i);
-            blocks[i] = Some(line);
-        }
-    }
+    let mut layout = Layout {
+        blocks: vec![None; pages.len()],
+        used: 0,
+        separator: counter.count("\n"),
+        allowance,
+        counter,
+    };
+    let mut expanded = layout.place(expand, |i| expanded_block(pages, i));
+    let mut gists = layout.place(rank, |i| gist_line(pages, i));
+    let mut blocks = layout.blocks;
     loop {
         let text = blocks
             .iter()
