@@ -16,9 +16,10 @@
 //! still empty, and 3.9–5.1 MiB with 20 turns, and `submem serve` builds one
 //! instance per namespace (see the crate docs and
 //! `examples/instance_footprint.rs`). A change therefore opens a writer,
-//! commits once and hands the writer to a short-lived thread that lets the
-//! merges the commit started finish, reloads the reader and drops it
-//! ([`finish_merges`]): between changes an index holds its segments and an
+//! commits once and hands the writer to a short-lived thread that runs the
+//! merges the commit calls for (chosen in history order, so the same writes
+//! leave the same segments: [`merge_settled`]), reloads the reader and drops
+//! it ([`finish_merges`]): between changes an index holds its segments and an
 //! `IndexReader` (no thread: reloads are manual), nothing else. A write
 //! pays about 0.4 ms more for the spawns (its commit, which re-spawned the
 //! indexing thread and allocated the writer's 4 MiB term table before too,
@@ -29,7 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
-use tantivy::indexer::IndexWriterOptions;
+use tantivy::index::{SegmentId, SegmentMeta};
+use tantivy::indexer::{IndexWriterOptions, LogMergePolicy, MergePolicy, NoMergePolicy};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, STRING,
@@ -48,7 +50,7 @@ use crate::unit::StoredUnit;
 const KEY_SEPARATOR: char = '\u{0}';
 
 /// Merge threads of a writer. A writer lives for one commit and the merges
-/// it starts (usually none, at most a few); more threads would only overlap
+/// it runs (usually none, at most a few); more threads would only overlap
 /// those few, at the price of more spawns on every write.
 const MERGE_THREADS: usize = 1;
 
@@ -134,7 +136,7 @@ impl Merges {
     }
 }
 
-/// Lets `writer` finish the merges its commit started on a thread of its
+/// Lets `writer` run the merges the commit calls for on a thread of its
 /// own, reload `reader` so searches see the merged segments, and drop the
 /// writer (its threads end with it). A write thus returns after its commit,
 /// as it did while a writer stayed open, and a merge (hundreds of
@@ -142,9 +144,8 @@ impl Merges {
 /// of the same index, and only if it comes before the merge ends. The
 /// thread is detached: nothing is left of it once it has run.
 ///
-/// When no thread can be started the writer is dropped at once, which
-/// cancels its merges: the commit stands, the segments stay unmerged until a
-/// later commit merges them.
+/// When no thread can be started the writer is dropped at once: the commit
+/// stands, the segments stay unmerged until a later commit merges them.
 fn finish_merges(writer: IndexWriter<TantivyDocument>, reader: IndexReader) -> Option<Arc<Merges>> {
     let merges = Arc::new(Merges::default());
     let signal = Arc::clone(&merges);
@@ -153,7 +154,7 @@ fn finish_merges(writer: IndexWriter<TantivyDocument>, reader: IndexReader) -> O
         .spawn(move || {
             // The commit is durable (in RAM) already: a failed merge only
             // leaves more segments behind, so it is logged, not returned.
-            if let Err(e) = writer.wait_merging_threads() {
+            if let Err(e) = merge_settled(writer) {
                 tracing::warn!(error = %e, "a tantivy merge failed after a commit");
             }
             if let Err(e) = reader.reload() {
@@ -169,6 +170,55 @@ fn finish_merges(writer: IndexWriter<TantivyDocument>, reader: IndexReader) -> O
         }
     }
 }
+
+/// Merges the committed segments as tantivy's log merge policy chooses
+/// (eight segments of a size class at a time), one merge after the other
+/// and again over the result, until the policy asks for no more; then drops
+/// the writer.
+///
+/// The same writes must leave the same segments (M2's E1 is their size),
+/// and tantivy alone does not: its merges run from its segment updater's
+/// threads, so a merge that a finished merge cascades into may or may not
+/// start before the writer is dropped, and segments of one size are taken
+/// in the order of their random ids, which orders the merged documents.
+/// So the writer's own policy is off ([`writer_of`]), and here segments are
+/// offered to the policy, and merged, in history order ([`history_order`]).
+fn merge_settled(mut writer: IndexWriter<TantivyDocument>) -> tantivy::Result<()> {
+    let policy = LogMergePolicy::default();
+    // A bound, not a limit one expects to meet: each round merges at least
+    // two segments into one (or purges deletes), so rounds are few.
+    for _ in 0..MAX_MERGE_ROUNDS {
+        let segments = history_order(writer.index())?;
+        let rank = |id: &SegmentId| segments.iter().position(|m| m.id() == *id);
+        let candidates = policy.compute_merge_candidates(&segments);
+        if candidates.is_empty() {
+            break;
+        }
+        for mut candidate in candidates {
+            candidate.0.sort_by_key(|id| rank(id));
+            writer.merge(&candidate.0).wait()?;
+        }
+    }
+    writer.wait_merging_threads()
+}
+
+/// The committed segments ordered by the first and last history position
+/// they hold, then by size: an order that follows the writes, not
+/// tantivy's random segment ids.
+fn history_order(index: &Index) -> tantivy::Result<Vec<SegmentMeta>> {
+    let mut keyed = Vec::new();
+    for meta in index.searchable_segment_metas()? {
+        let reader = SegmentReader::open(&index.segment(meta.clone()))?;
+        let positions = reader.fast_fields().u64("position")?;
+        let key = (positions.min_value(), positions.max_value(), meta.max_doc());
+        keyed.push((key, meta));
+    }
+    keyed.sort_by_key(|(key, _)| *key);
+    Ok(keyed.into_iter().map(|(_, meta)| meta).collect())
+}
+
+/// At most this many rounds of merges after one commit.
+const MAX_MERGE_ROUNDS: usize = 16;
 
 impl std::fmt::Debug for TantivyIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -200,7 +250,11 @@ fn writer_of(index: &Index, heap_bytes: usize) -> FlatResult<IndexWriter<Tantivy
         .memory_budget_per_thread(heap_bytes)
         .num_merge_threads(MERGE_THREADS)
         .build();
-    Ok(index.writer_with_options(options)?)
+    let writer = index.writer_with_options(options)?;
+    // Merges are chosen after each commit by `merge_settled`, not scheduled
+    // by tantivy's threads (see there).
+    writer.set_merge_policy(Box::new(NoMergePolicy));
+    Ok(writer)
 }
 
 impl TantivyIndex {
@@ -452,6 +506,56 @@ mod tests {
         index.wait_for_merges();
         assert!(holds_no_writer(&index));
         assert_eq!(index.num_docs(), 0);
+    }
+
+    /// The same writes leave the same segments: the merged index's size is
+    /// a reported figure (E1), so it must not depend on thread timing or on
+    /// tantivy's random segment ids. Batches of uneven size and texts of
+    /// uneven length, as a conversation's sessions are.
+    #[test]
+    fn the_same_writes_leave_the_same_index() {
+        let cfg = SparseConfig::default();
+        let mut seed = 7u64;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut units = Vec::new();
+        let mut batches = Vec::new();
+        for _ in 0..24 {
+            let start = units.len();
+            for _ in 0..(3 + next(20)) {
+                let i = units.len();
+                let text: Vec<String> = (0..(4 + next(30)))
+                    .map(|_| format!("w{}", next(400)))
+                    .collect();
+                units.push(StoredUnit {
+                    source_id: format!("u{i}"),
+                    text: text.join(" "),
+                    position: i as u64,
+                    tokens: 5,
+                });
+            }
+            batches.push(start..units.len());
+        }
+        let layout = || {
+            let mut index = TantivyIndex::new_ram(&cfg).unwrap();
+            for batch in &batches {
+                index
+                    .add(units[batch.clone()].iter().map(|u| ("a", u)))
+                    .unwrap();
+            }
+            index.wait_for_merges();
+            let segments = index.reader.searcher().segment_readers().len();
+            (index.index_bytes(), segments)
+        };
+        let first = layout();
+        assert!(first.1 < 8, "{} segments after 24 writes", first.1);
+        for _ in 0..5 {
+            assert_eq!(layout(), first);
+        }
     }
 
     #[test]
