@@ -35,32 +35,27 @@ use crate::{snapshot, Result, ServerError};
 /// after a start lost its staging directory). Best effort: what cannot be
 /// listed is left for the next start.
 fn claim_leftovers(spaces: &Path, trash: &Path) -> Vec<PathBuf> {
-    let is_staging = |name: &str| name.starts_with('.') && name.ends_with(".tmp");
-    let staged: Vec<(String, PathBuf)> = std::fs::read_dir(spaces)
+    let staged: Vec<(String, PathBuf)> = entries(spaces)
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(name, _)| name.starts_with('.') && name.ends_with(".tmp"))
+        .collect();
+    for (name, path) in staged {
+        let target = trash.join(format!("{}-{}", name.trim_matches('.'), now_nanos()));
+        let moved = std::fs::create_dir_all(trash).and_then(|()| std::fs::rename(&path, &target));
+        if moved.is_err() {
+            // Not movable: removed now, before a create can reuse the path.
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+    entries(trash).map(|e| e.path()).collect()
+}
+
+/// The readable entries of `dir`; none when it cannot be listed.
+fn entries(dir: &Path) -> impl Iterator<Item = std::fs::DirEntry> {
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok())
-        .map(|e| (e.file_name().to_string_lossy().to_string(), e.path()))
-        .filter(|(name, _)| is_staging(name))
-        .collect();
-    let mut leftovers = Vec::new();
-    if !staged.is_empty() && std::fs::create_dir_all(trash).is_ok() {
-        for (name, path) in staged {
-            let target = trash.join(format!("{}-{}", name.trim_matches('.'), now_nanos()));
-            if std::fs::rename(&path, &target).is_err() {
-                // Not movable: removed now, before a create can reuse it.
-                let _ = std::fs::remove_dir_all(&path);
-            }
-        }
-    }
-    leftovers.extend(
-        std::fs::read_dir(trash)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok())
-            .map(|e| e.path()),
-    );
-    leftovers
 }
 
 /// Namespaces in a data directory.

@@ -204,7 +204,10 @@ fn merge_settled(mut writer: IndexWriter<TantivyDocument>) -> tantivy::Result<()
 
 /// The committed segments ordered by the first and last history position
 /// they hold, then by size: an order that follows the writes, not
-/// tantivy's random segment ids.
+/// tantivy's random segment ids. Positions count per namespace, so in an
+/// index shared by namespaces two segments can tie on all three; such ties
+/// keep tantivy's order. An instance per namespace (each bench
+/// conversation, each server namespace) has none.
 fn history_order(index: &Index) -> tantivy::Result<Vec<SegmentMeta>> {
     let mut keyed = Vec::new();
     for meta in index.searchable_segment_metas()? {
