@@ -14,7 +14,8 @@
 //!   a KV cache prefilled once and reused, for M11);
 //! - [`plugin`]: [`plugin::SubstrateFactory`], how a substrate names itself,
 //!   documents its settings and is built from them by any registry;
-//! - [`trace`]: what a read did with given events, for loss analyses.
+//! - [`trace`]: what a read did with given events, for loss analyses;
+//! - [`setters!`]: the `with_*` builder setters of a configuration's fields.
 //!
 //! Metering, rendering under a budget and state files are not the contract:
 //! they live in `submem-kit` (`meter`, `render`, `persist`).
@@ -36,6 +37,7 @@ pub mod history;
 pub mod plugin;
 pub mod query;
 pub mod services;
+mod setters;
 pub mod substrate;
 pub mod trace;
 

@@ -57,6 +57,11 @@ pub struct Query {
     pub fixed_prompt_tokens: usize,
 }
 
+crate::setters!(Query {
+    with_top_k => top_k: usize,
+    with_fixed_prompt_tokens => fixed_prompt_tokens: usize,
+});
+
 impl Query {
     /// A conversational question with budget `budget` and top-k 10.
     pub fn question(namespace: Namespace, text: impl Into<String>, budget: usize) -> Self {
@@ -87,18 +92,6 @@ impl Query {
             top_k: 10,
             fixed_prompt_tokens: 0,
         }
-    }
-
-    /// Sets the top-k hint.
-    pub fn with_top_k(mut self, k: usize) -> Self {
-        self.top_k = k;
-        self
-    }
-
-    /// Sets the fixed prompt length `|P|`.
-    pub fn with_fixed_prompt_tokens(mut self, n: usize) -> Self {
-        self.fixed_prompt_tokens = n;
-        self
     }
 
     /// `B̄ = ⌊0.95·B⌋`.

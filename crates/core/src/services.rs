@@ -55,6 +55,13 @@ impl ChatMessage {
     }
 }
 
+crate::setters!(ChatRequest {
+    with_temperature => temperature: f32,
+    with_top_p => top_p: f32,
+    with_max_tokens => max_tokens: usize,
+    with_json => json: bool,
+});
+
 /// A chat completion request. Build it with [`ChatRequest::new`] and the
 /// `with_*` setters; the defaults are greedy decoding and 256 new tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,29 +95,9 @@ impl ChatRequest {
             seed: None,
         }
     }
-    /// Sets the temperature.
-    pub fn with_temperature(mut self, t: f32) -> Self {
-        self.temperature = t;
-        self
-    }
-    /// Sets nucleus sampling mass.
-    pub fn with_top_p(mut self, p: f32) -> Self {
-        self.top_p = p;
-        self
-    }
-    /// Sets the maximum number of new tokens.
-    pub fn with_max_tokens(mut self, n: usize) -> Self {
-        self.max_tokens = n;
-        self
-    }
     /// Adds a stop string.
     pub fn with_stop(mut self, s: impl Into<String>) -> Self {
         self.stop.push(s.into());
-        self
-    }
-    /// Asks for JSON output.
-    pub fn with_json(mut self, json: bool) -> Self {
-        self.json = json;
         self
     }
     /// Sets the sampling seed.

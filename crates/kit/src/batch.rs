@@ -58,6 +58,17 @@ pub fn check_new_ids<'a>(
     Ok(())
 }
 
+/// The ids of `source_ids` that `stored` holds, each once: what a forget of
+/// those sources will drop (the ids it was given but never stored are no
+/// error, and count for nothing).
+pub fn stored_ids(source_ids: &[String], stored: impl Fn(&str) -> bool) -> HashSet<&str> {
+    source_ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| stored(id))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,7 +72,7 @@ use submem_core::{
     WriteReport,
 };
 
-use crate::batch::check_new_sources;
+use crate::batch::{check_new_sources, stored_ids};
 use crate::spaces::Spaces;
 use crate::state::StateFile;
 
@@ -186,11 +186,7 @@ impl<X> Log<X> {
 
     /// Removes the listed source ids; returns how many were stored.
     fn forget(&mut self, source_ids: &[String]) -> usize {
-        let drop: HashSet<&str> = source_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| self.ids.contains(*id))
-            .collect();
+        let drop = stored_ids(source_ids, |id| self.ids.contains(id));
         if drop.is_empty() {
             return 0;
         }

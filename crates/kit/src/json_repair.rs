@@ -55,6 +55,15 @@ fn split_list(s: &str) -> Vec<String> {
     s.split([',', ';', '\n']).map(str::to_string).collect()
 }
 
+/// The value of the first of `names` that `map` has as a key, compared
+/// without case: a small model names the same field in more than one way.
+pub fn field<'a>(map: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
+    names
+        .iter()
+        .find_map(|n| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)))
+        .map(|(_, v)| v)
+}
+
 /// A value as plain text (strings without quotes).
 pub fn value_text(v: &Value) -> String {
     match v {

@@ -24,7 +24,7 @@
 //! | [`dir`] | replacing a saved directory whole: written beside its target, swapped in once complete ([`dir::Staged`]) |
 //! | [`persist`] | manifests, atomic writes and per-namespace state files for persisted memory ([`persist::save_states`], [`persist::load_states`]) |
 //! | [`render`] | packing ranked units under a budget, shown in time order ([`render_in_time_order`], [`PackPolicy`]) |
-//! | [`setters`](mod@setters) | builder setters for a configuration's public fields, written once ([`setters!`](crate::setters!)) |
+//! | [`setters!`](crate::setters!) | builder setters for a configuration's public fields, written once (core's macro, re-exported for the families) |
 //! | [`debug`](mod@debug) | `Debug` for a substrate as its name and chosen fields, never its state ([`debug_fields!`](crate::debug_fields!)) |
 //! | [`stats`] | a substrate's running counters and the snapshot it reports, declared once ([`counters!`](crate::counters!)) |
 //! | [`meter`] | wrappers that count every LLM call, token, embedding call and second per phase ([`Meter`], [`MeteredSubstrate`]) |
@@ -60,7 +60,6 @@ pub mod persist;
 pub mod pieces;
 pub mod record;
 pub mod render;
-pub mod setters;
 pub mod spaces;
 pub mod state;
 pub mod stats;
@@ -71,3 +70,4 @@ pub use meter::{
     PhaseStats,
 };
 pub use render::{render_in_time_order, PackPolicy, RankedUnit};
+pub use submem_core::setters;

@@ -95,36 +95,34 @@ pub fn begin_persist(dir: &Path) -> Result<()> {
 /// Checks that `dir` holds a complete store written by `substrate` in
 /// `format_version`.
 pub fn check_manifest(dir: &Path, substrate: &str, format_version: u32) -> Result<()> {
-    if !dir.is_dir() {
-        return Err(Error::store(dir, "directory does not exist"));
-    }
+    ensure(dir, dir.is_dir(), || "directory does not exist".into())?;
     let path = dir.join(MANIFEST_FILE);
-    if !path.exists() {
-        return Err(Error::store(
-            dir,
-            format!("no {MANIFEST_FILE}: not a submem store, or a persist was interrupted"),
-        ));
-    }
+    ensure(dir, path.exists(), || {
+        format!("no {MANIFEST_FILE}: not a submem store, or a persist was interrupted")
+    })?;
     let m: Manifest = read_json(&path)?;
-    if m.substrate != substrate {
-        return Err(Error::store(
-            dir,
-            format!(
-                "store was written by {:?}, expected {substrate:?}",
-                m.substrate
-            ),
-        ));
+    ensure(dir, m.substrate == substrate, || {
+        format!(
+            "store was written by {:?}, expected {substrate:?}",
+            m.substrate
+        )
+    })?;
+    ensure(dir, m.format_version == format_version, || {
+        format!(
+            "format version {} is not supported (expected {format_version})",
+            m.format_version
+        )
+    })
+}
+
+/// Fails with a store error on `path` saying `why` unless `ok`: the one
+/// shape of every check a restore makes before it changes anything.
+pub fn ensure(path: &Path, ok: bool, why: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::store(path, why()))
     }
-    if m.format_version != format_version {
-        return Err(Error::store(
-            dir,
-            format!(
-                "format version {} is not supported (expected {format_version})",
-                m.format_version
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The per-namespace states of a substrate kept as one JSON state file,
@@ -189,16 +187,12 @@ impl<T> NamespaceStates<T> {
     /// comparable, so restoring them would silently ruin every read).
     pub fn require_embedder(&self, path: &Path, embedder: &dyn Embedder) -> Result<()> {
         let (name, dim) = (embedder.name(), embedder.dimension());
-        if self.embedder != name || self.dimension != dim {
-            return Err(Error::store(
-                path,
-                format!(
-                    "vectors were made by {} ({} dims); this instance embeds with {name} ({dim} dims)",
-                    self.embedder, self.dimension
-                ),
-            ));
-        }
-        Ok(())
+        ensure(path, self.embedder == name && self.dimension == dim, || {
+            format!(
+                "vectors were made by {} ({} dims); this instance embeds with {name} ({dim} dims)",
+                self.embedder, self.dimension
+            )
+        })
     }
 
     /// Runs `check` on every namespace's state (rebuilding indexes it does

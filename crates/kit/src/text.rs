@@ -265,11 +265,20 @@ pub fn content_words(text: &str) -> Vec<String> {
 
 /// [`content_words`] with another stop list.
 pub fn content_words_with(text: &str, stop_words: StopWords) -> Vec<String> {
+    words(text).filter(|w| !stop_words.contains(w)).collect()
+}
+
+/// Lower-cased alphanumeric words of `text`, stop words kept.
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
-        .filter(|w| !stop_words.contains(w))
-        .collect()
+}
+
+/// `text` normalised for equality: its [`words`] joined by single spaces
+/// (`"Dr. Smith"` and `"dr smith"` meet).
+pub fn normalised(text: &str) -> String {
+    words(text).collect::<Vec<_>>().join(" ")
 }
 
 /// The query as a set of content words (sorted, so scoring is deterministic).

@@ -40,23 +40,11 @@ impl Default for SignalSettings {
     }
 }
 
-impl SignalSettings {
-    /// Sets the probe top-k.
-    pub fn with_k(mut self, k: usize) -> Self {
-        self.k = k;
-        self
-    }
-    /// Sets the agreement threshold.
-    pub fn with_min_agreement(mut self, x: f64) -> Self {
-        self.min_agreement = x;
-        self
-    }
-    /// Sets the margin threshold.
-    pub fn with_min_margin(mut self, x: f64) -> Self {
-        self.min_margin = x;
-        self
-    }
-}
+submem_core::setters!(SignalSettings {
+    with_k => k: usize,
+    with_min_agreement => min_agreement: f64,
+    with_min_margin => min_margin: f64,
+});
 
 /// Signals measured for one query.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

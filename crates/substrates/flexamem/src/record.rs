@@ -8,7 +8,7 @@
 //! 120 words.
 
 use submem_core::{ChatMessage, ChatRequest, Llm, ServiceError};
-use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
+use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt, Fields, Writer, WrittenRecord};
 
 /// What the unit is, for the prompt and the rule writer.
@@ -43,12 +43,7 @@ pub fn parse_record_reply(reply: &str, max_words: usize) -> Parsed {
             None => return Parsed::Hopeless,
         },
     };
-    let get = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)))
-            .map(|(_, v)| v)
-    };
+    let get = |names: &[&str]| field(&map, names);
     let record = get(&["record", "summary", "note", "gist"])
         .map(value_text)
         .unwrap_or_default();

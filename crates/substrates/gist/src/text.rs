@@ -40,11 +40,7 @@ pub fn bm25_scores(pages: &[&Page], query: &str) -> Vec<f32> {
 
 /// A gist normalised for equality: lower-cased words joined by one space.
 pub fn normalise(text: &str) -> String {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
+    submem_kit::text::normalised(text)
 }
 
 /// The set of content words of `text`.

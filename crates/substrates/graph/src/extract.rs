@@ -63,11 +63,7 @@ impl Extraction {
 /// The key entities and relations are merged by: lower-cased alphanumeric
 /// words joined by single spaces (`"Dr. Smith"` and `"dr smith"` meet).
 pub fn normalize_name(name: &str) -> String {
-    name.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
+    submem_kit::text::normalised(name)
 }
 
 const EXTRACT_SYSTEM: &str = "You build a knowledge graph from conversations.";

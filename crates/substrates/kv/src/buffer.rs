@@ -1,7 +1,8 @@
 //! One namespace's append-only buffer.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use submem_kit::batch::stored_ids;
 
 /// One stored event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,11 +72,7 @@ impl Buffer {
 
     /// Removes the listed source ids; returns how many were present.
     pub fn forget(&mut self, source_ids: &[String]) -> usize {
-        let drop: HashSet<&str> = source_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| self.ids.contains_key(*id))
-            .collect();
+        let drop = stored_ids(source_ids, |id| self.ids.contains_key(id));
         if drop.is_empty() {
             return 0;
         }

@@ -20,6 +20,7 @@
 use serde::{Deserialize, Serialize};
 use submem_core::{ChatMessage, ChatRequest, Event, Llm};
 use submem_kit::json_repair::{parse_lenient_object, value_text};
+use submem_kit::text::words;
 
 /// Longest answer kept, in words.
 pub const MAX_ANSWER_WORDS: usize = 30;
@@ -106,12 +107,6 @@ pub fn parse_pairs(reply: &str) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-fn words(s: &str) -> impl Iterator<Item = String> + '_ {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
 }
 
 /// Keeps pairs with both sides, a short answer and an answer grounded in

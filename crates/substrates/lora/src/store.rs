@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use submem_core::{Error, Namespace, Result};
-use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_kit::persist::{
+    begin_persist, check_manifest, ensure, read_json, write_json, write_manifest,
+};
 use submem_kit::spaces::Spaces;
 
 use crate::llama::LlamaConfig;
@@ -123,15 +125,12 @@ pub(crate) fn restore(
 ) -> Result<()> {
     check_manifest(dir, STORE_NAME, FORMAT_VERSION)?;
     let state: StateFile = read_json(&dir.join(STATE_FILE))?;
-    if state.fingerprint != fingerprint {
-        return Err(Error::store(
-            dir,
-            format!(
-                "store holds adapters for {:?}, this instance is {:?}",
-                state.fingerprint, fingerprint
-            ),
-        ));
-    }
+    ensure(dir, state.fingerprint == fingerprint, || {
+        format!(
+            "store holds adapters for {:?}, this instance is {:?}",
+            state.fingerprint, fingerprint
+        )
+    })?;
     let mut restored = HashMap::with_capacity(state.spaces.len());
     let mut disk = 0u64;
     for f in state.spaces {

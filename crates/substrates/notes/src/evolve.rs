@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 use submem_core::{ChatMessage, ChatRequest};
-use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
+use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt};
 
 use crate::store::{Edit, Note};
@@ -75,12 +75,7 @@ pub fn parse_evolve_reply(
     config: &NotesConfig,
 ) -> Option<Vec<Rewrite>> {
     let map = parse_lenient_object(reply)?;
-    let get = |m: &serde_json::Map<String, serde_json::Value>, names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| m.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)))
-            .map(|(_, v)| v.clone())
-    };
+    let get = |m, names: &[&str]| field(m, names).cloned();
     let evolve = get(&map, &["evolve", "should_evolve"]).map(|v| match v {
         serde_json::Value::Bool(b) => b,
         other => value_text(&other).trim().eq_ignore_ascii_case("true"),

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use submem_core::{ChatMessage, ChatRequest, Event, Llm};
-use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
+use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt, rule_record, top_keywords, RuleLine};
 
 use crate::NotesConfig;
@@ -57,12 +57,7 @@ pub fn note_request(raw: &str, config: &NotesConfig) -> ChatRequest {
 /// context and no keywords, or an echo of the instructions).
 pub fn parse_note_reply(reply: &str, raw: &str, config: &NotesConfig) -> Option<NoteFields> {
     let map = parse_lenient_object(reply)?;
-    let get = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)))
-            .map(|(_, v)| v)
-    };
+    let get = |names: &[&str]| field(&map, names);
     let context = get(&["context", "description", "summary", "note"])
         .map(value_text)
         .map(|c| cut_words(&c, config.context_words))

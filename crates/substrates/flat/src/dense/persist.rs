@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::{Error, Namespace, Result};
 use submem_kit::persist::{
-    begin_persist, check_manifest, read_json, write_atomic, write_json, write_manifest,
+    begin_persist, check_manifest, ensure, read_json, write_atomic, write_json, write_manifest,
 };
 
 use super::graph::{is_graph_file, Graph, GraphFiles};
@@ -103,24 +103,18 @@ pub(crate) fn load(
 ) -> Result<(Vec<(Namespace, DenseNs)>, u64)> {
     check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
     let state: State = read_json(&dir.join(STATE_FILE))?;
-    if state.dimension != dim {
-        return Err(Error::store(
-            dir,
-            format!(
-                "store holds {}-dimensional vectors but the embedder gives {dim}",
-                state.dimension
-            ),
-        ));
-    }
-    if state.embedder != embedder {
-        return Err(Error::store(
-            dir,
-            format!(
-                "store was embedded with {:?}, this instance uses {embedder:?}",
-                state.embedder
-            ),
-        ));
-    }
+    ensure(dir, state.dimension == dim, || {
+        format!(
+            "store holds {}-dimensional vectors but the embedder gives {dim}",
+            state.dimension
+        )
+    })?;
+    ensure(dir, state.embedder == embedder, || {
+        format!(
+            "store was embedded with {:?}, this instance uses {embedder:?}",
+            state.embedder
+        )
+    })?;
     let mut out = Vec::with_capacity(state.namespaces.len());
     for ns in state.namespaces {
         if ns.vector_file.contains(['/', '\\']) || ns.vector_file.starts_with('.') {

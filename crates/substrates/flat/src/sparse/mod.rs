@@ -56,7 +56,7 @@ use submem_core::{
     Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Result, Services,
     Substrate, SubstrateInfo, WriteReport,
 };
-use submem_kit::batch::check_new_sources;
+use submem_kit::batch::{check_new_sources, stored_ids};
 use submem_kit::RankedUnit;
 use tantivy::tokenizer::TextAnalyzer;
 
@@ -381,11 +381,7 @@ impl Substrate for SparseMemory {
                 Ok(n)
             }
             Forget::Sources { source_ids, .. } => {
-                let present: Vec<&str> = source_ids
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|id| space.ids.contains_key(*id))
-                    .collect();
+                let present = stored_ids(source_ids, |id| space.ids.contains_key(id));
                 if present.is_empty() {
                     return Ok(0);
                 }

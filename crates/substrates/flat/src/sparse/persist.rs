@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 use submem_core::{Error, Namespace, Result};
-use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
+use submem_kit::persist::{
+    begin_persist, check_manifest, ensure, read_json, write_json, write_manifest,
+};
 use submem_kit::text::StopWords;
 
 use super::config::SparseConfig;
@@ -113,24 +115,18 @@ pub(crate) fn load(dir: &Path, cfg: &SparseConfig) -> Result<(TantivyIndex, Save
     check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
     let state: State = read_json(&dir.join(STATE_FILE))?;
     let path = dir.join(INDEX_DIR);
-    if !path.is_dir() {
-        return Err(Error::store(
-            &path,
-            "index directory is missing (torn store?)",
-        ));
-    }
+    ensure(&path, path.is_dir(), || {
+        "index directory is missing (torn store?)".into()
+    })?;
     let index = TantivyIndex::open_mmap(&path, cfg)
         .map_err(|e| Error::store(&path, format!("cannot open the tantivy index: {e}")))?;
     let units: u64 = state.namespaces.iter().map(|n| n.units.len() as u64).sum();
-    if index.num_docs() != units {
-        return Err(Error::store(
-            &path,
-            format!(
-                "index holds {} documents but {STATE_FILE} lists {units} units",
-                index.num_docs()
-            ),
-        ));
-    }
+    ensure(&path, index.num_docs() == units, || {
+        format!(
+            "index holds {} documents but {STATE_FILE} lists {units} units",
+            index.num_docs()
+        )
+    })?;
     let index = if state.stop_words == cfg.stop_words {
         index
     } else {
