@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use submem_core::{ChatMessage, ChatRequest, Llm, TokenCounter};
+use submem_core::{ChatMessage, ChatRequest, Completion, Llm, TokenCounter};
 
 use crate::dataset::{DatasetKind, Question, QuestionKind};
 use crate::{BenchError, Result};
@@ -98,6 +98,19 @@ pub fn clean_answer(reply: &str) -> String {
     line.trim().to_string()
 }
 
+/// `llm`'s completion of `req`, its failure named by `role` and question.
+async fn complete(
+    llm: &Arc<dyn Llm>,
+    role: &str,
+    question: &Question,
+    req: &ChatRequest,
+) -> Result<Completion> {
+    llm.complete(req).await.map_err(|e| BenchError::Service {
+        what: format!("{role} {} on question {}", llm.name(), question.id),
+        source: e,
+    })
+}
+
 /// Asks `reader` the question; returns (answer, tokens used).
 pub async fn answer(
     reader: &Arc<dyn Llm>,
@@ -107,13 +120,7 @@ pub async fn answer(
 ) -> Result<(String, u64)> {
     let req = ChatRequest::new(reader_messages(question, memory))
         .with_max_tokens(settings.max_answer_tokens);
-    let c = reader
-        .complete(&req)
-        .await
-        .map_err(|e| BenchError::Service {
-            what: format!("reader {} on question {}", reader.name(), question.id),
-            source: e,
-        })?;
+    let c = complete(reader, "reader", question, &req).await?;
     Ok((
         clean_answer(&c.text),
         c.usage.input_tokens + c.usage.output_tokens,
@@ -252,13 +259,7 @@ pub async fn judge(
         answer,
     ))])
     .with_max_tokens(96);
-    let c = judge
-        .complete(&req)
-        .await
-        .map_err(|e| BenchError::Service {
-            what: format!("judge {} on question {}", judge.name(), question.id),
-            source: e,
-        })?;
+    let c = complete(judge, "judge", question, &req).await?;
     Ok(Verdict {
         correct: parse_verdict(rubric, &c.text),
         tokens: c.usage.input_tokens + c.usage.output_tokens,

@@ -117,6 +117,22 @@ struct Inner {
 }
 
 impl FileLog {
+    /// Runs `work` on the log off the async runtime (file I/O blocks); a
+    /// task that panics or is cancelled is a storage error naming `what`.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        what: &str,
+        work: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || work(&inner))
+            .await
+            .map_err(|e| ServerError::Storage {
+                path: self.inner.path.clone(),
+                message: format!("{what} task failed: {e}"),
+            })?
+    }
+
     /// Opens (or creates) the log at `path`, truncating a torn tail.
     pub fn open(path: &Path) -> Result<Self> {
         // A rewrite that crashed before its rename: the old log is whole.
@@ -297,23 +313,13 @@ impl Inner {
 impl EventLog for FileLog {
     async fn append(&self, record: &LogRecord) -> Result<u64> {
         let bytes = frame(record)?;
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.append_blocking(&bytes))
+        self.blocking("append", move |inner| inner.append_blocking(&bytes))
             .await
-            .map_err(|e| ServerError::Storage {
-                path: self.inner.path.clone(),
-                message: format!("append task failed: {e}"),
-            })?
     }
 
     async fn replay(&self, from: u64) -> Result<Vec<(u64, LogRecord)>> {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.replay_blocking(from))
+        self.blocking("replay", move |inner| inner.replay_blocking(from))
             .await
-            .map_err(|e| ServerError::Storage {
-                path: self.inner.path.clone(),
-                message: format!("replay task failed: {e}"),
-            })?
     }
 
     fn end(&self) -> u64 {
@@ -325,13 +331,8 @@ impl EventLog for FileLog {
         for r in records {
             bytes.extend_from_slice(&frame(r)?);
         }
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.rewrite_blocking(&bytes))
+        self.blocking("rewrite", move |inner| inner.rewrite_blocking(&bytes))
             .await
-            .map_err(|e| ServerError::Storage {
-                path: self.inner.path.clone(),
-                message: format!("rewrite task failed: {e}"),
-            })?
     }
 }
 

@@ -60,7 +60,7 @@ use serde_json::{Map, Value};
 use crate::{Error, Family, MethodId, Result, Services, Substrate};
 
 mod reader;
-pub use reader::{ReaderPrompt, MEMORY_INTRO, READER_SYSTEM};
+pub use reader::{head_messages, ReaderPrompt, MEMORY_INTRO, READER_SYSTEM};
 
 mod schema;
 #[cfg(test)]

@@ -66,13 +66,19 @@ impl ReaderPrompt {
     /// The messages up to and including `memory`: the prefix a request for
     /// any question over this memory starts with.
     pub fn head(&self, memory: &str) -> Vec<ChatMessage> {
-        let mut out = Vec::with_capacity(2);
-        if let Some(s) = &self.system {
-            out.push(ChatMessage::system(s.clone()));
-        }
-        out.push(ChatMessage::user(format!("{}{memory}", self.memory_intro)));
-        out
+        head_messages(self.system.as_deref(), &self.memory_intro, memory)
     }
+}
+
+/// The system message, if any, then a user message of `memory_intro` and
+/// `memory`: the head of every reader request, and what M11 prefills.
+pub fn head_messages(system: Option<&str>, memory_intro: &str, memory: &str) -> Vec<ChatMessage> {
+    let mut out = Vec::with_capacity(2);
+    if let Some(s) = system {
+        out.push(ChatMessage::system(s));
+    }
+    out.push(ChatMessage::user(format!("{memory_intro}{memory}")));
+    out
 }
 
 #[cfg(test)]

@@ -236,14 +236,8 @@ impl FlexaMem {
         let mut records = Vec::new();
         for (next_seq, e) in (first_seq..).zip(events.iter()) {
             let tokens = counter.count(&e.render());
-            let (kind, session, speaker) = match e {
-                Event::Turn(t) => (
-                    UnitKind::Conversation,
-                    Some(t.session_id.clone()),
-                    Some(t.speaker.as_str()),
-                ),
-                Event::Step(_) => (UnitKind::Agent, None, None),
-            };
+            let (kind, session, speaker) = UnitKind::of(e);
+            let session = session.map(str::to_string);
             if let (Some(s), Some(sp)) = (&session, speaker) {
                 if opener.as_ref().is_none_or(|(id, _)| id != s) {
                     opener = Some((s.clone(), sp.to_string()));

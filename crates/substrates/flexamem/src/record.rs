@@ -7,7 +7,7 @@
 //! words, cut at 150; without an LLM the records are concatenated and cut at
 //! 120 words.
 
-use submem_core::{ChatMessage, ChatRequest, Llm, ServiceError};
+use submem_core::{ChatMessage, ChatRequest, Event, Llm, ServiceError};
 use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt, Fields, Writer, WrittenRecord};
 
@@ -18,6 +18,21 @@ pub enum UnitKind {
     Conversation,
     /// Agent steps.
     Agent,
+}
+
+impl UnitKind {
+    /// The kind of unit `event` belongs in, with its session and speaker
+    /// (a turn's; a step has neither).
+    pub fn of(event: &Event) -> (UnitKind, Option<&str>, Option<&str>) {
+        match event {
+            Event::Turn(t) => (
+                UnitKind::Conversation,
+                Some(t.session_id.as_str()),
+                Some(t.speaker.as_str()),
+            ),
+            Event::Step(_) => (UnitKind::Agent, None, None),
+        }
+    }
 }
 
 /// Outcome of parsing a model reply.

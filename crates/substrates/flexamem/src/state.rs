@@ -361,20 +361,14 @@ impl State {
                 st.by_source
                     .insert(event.source_id().to_string(), (*unit, *seq));
                 st.seq_unit.insert(*seq, *unit);
-                let (kind, session, speaker) = match event {
-                    Event::Turn(t) => (
-                        UnitKind::Conversation,
-                        Some(t.session_id.clone()),
-                        Some(t.speaker.clone()),
-                    ),
-                    Event::Step(_) => (UnitKind::Agent, None, None),
-                };
-                if let (Some(s), Some(sp)) = (&session, &speaker) {
+                let (kind, session, speaker) = UnitKind::of(event);
+                if let (Some(s), Some(sp)) = (session, speaker) {
                     let same = st.session_opener.as_ref().is_some_and(|(id, _)| id == s);
                     if !same {
-                        st.session_opener = Some((s.clone(), sp.clone()));
+                        st.session_opener = Some((s.to_string(), sp.to_string()));
                     }
                 }
+                let session = session.map(str::to_string);
                 let opener = st.session_opener.as_ref().map(|(_, sp)| sp.clone());
                 let u = st.units.entry(*unit).or_insert_with(|| Unit {
                     id: *unit,

@@ -312,9 +312,7 @@ impl KnowledgeGraph {
             let Some(rel) = self.graph.edge_weight_mut(e) else {
                 continue;
             };
-            let before = rel.sources.len();
-            rel.sources.retain(|c, _| !chunks.contains(c));
-            if rel.sources.len() == before {
+            if !drop_sources(&mut rel.sources, chunks) {
                 continue;
             }
             let ends = rel.ends.clone();
@@ -331,9 +329,7 @@ impl KnowledgeGraph {
             let Some(node) = self.graph.node_weight_mut(ix) else {
                 continue;
             };
-            let before = node.sources.len();
-            node.sources.retain(|c, _| !chunks.contains(c));
-            if node.sources.len() == before {
+            if !drop_sources(&mut node.sources, chunks) {
                 continue;
             }
             if node.sources.is_empty() {
@@ -387,6 +383,13 @@ impl KnowledgeGraph {
         }
         Ok(g)
     }
+}
+
+/// Drops the contributions of `chunks` from `sources`; whether any went.
+fn drop_sources<V>(sources: &mut BTreeMap<u64, V>, chunks: &BTreeSet<u64>) -> bool {
+    let before = sources.len();
+    sources.retain(|c, _| !chunks.contains(c));
+    sources.len() != before
 }
 
 #[cfg(test)]

@@ -300,20 +300,13 @@ pub fn render(
 
 fn compose(state: &NamespaceState, lines: &[Line], chosen: &[(u64, f32)]) -> String {
     let mut parts: Vec<&str> = Vec::new();
-    let entities: Vec<&str> = lines
-        .iter()
-        .filter_map(|l| match l {
-            Line::Entity(t) => Some(t.as_str()),
-            Line::Relation(_) => None,
-        })
-        .collect();
-    let relations: Vec<&str> = lines
-        .iter()
-        .filter_map(|l| match l {
-            Line::Relation(t) => Some(t.as_str()),
-            Line::Entity(_) => None,
-        })
-        .collect();
+    let (mut entities, mut relations) = (Vec::new(), Vec::new());
+    for line in lines {
+        match line {
+            Line::Entity(t) => entities.push(t.as_str()),
+            Line::Relation(t) => relations.push(t.as_str()),
+        }
+    }
     if !entities.is_empty() {
         parts.push(ENTITY_HEADER);
         parts.extend(entities);

@@ -384,6 +384,15 @@ struct Excerpt {
 }
 
 impl<'c, 'a> Renderer<'c, 'a> {
+    /// Each past unit's index in `past`, by unit id.
+    fn past_index(&self) -> HashMap<u64, usize> {
+        self.past
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.u.id, i))
+            .collect()
+    }
+
     fn key(&self, first: usize, last: usize) -> MergeKey {
         self.past[first..=last]
             .iter()

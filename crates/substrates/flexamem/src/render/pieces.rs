@@ -31,12 +31,7 @@ impl Renderer<'_, '_> {
             Regime::Conversational => self.ctx.query.text.clone(),
         };
         let terms = query_terms(&qtext);
-        let past_of: HashMap<u64, usize> = self
-            .past
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.u.id, i))
-            .collect();
+        let past_of = self.past_index();
         let st = self.ctx.st;
         let all_past = self.past.len() == st.units.len();
         let in_past = |k: &PieceKey| {

@@ -23,12 +23,7 @@ impl Renderer<'_, '_> {
             order.truncate(k);
         }
         order.sort_by(cmp);
-        let index: HashMap<u64, usize> = self
-            .past
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.u.id, i))
-            .collect();
+        let index = self.past_index();
         let mut g: BTreeMap<usize, f32> = BTreeMap::new();
         let mut offer = |j: usize, v: f32| {
             let e = g.entry(j).or_insert(f32::NEG_INFINITY);

@@ -1,6 +1,7 @@
 //! Settings of the episode-clustered re-prefill substrate (M11).
 
 use serde::{Deserialize, Serialize};
+use submem_core::plugin::head_messages;
 use submem_core::ChatMessage;
 
 use crate::KvError;
@@ -32,12 +33,7 @@ impl ReaderHead {
     /// The head messages for an episode rendered as `memory`; the last
     /// message is left open by the prefix cache.
     pub fn messages(&self, memory: &str) -> Vec<ChatMessage> {
-        let mut out = Vec::with_capacity(2);
-        if let Some(s) = &self.system {
-            out.push(ChatMessage::system(s.clone()));
-        }
-        out.push(ChatMessage::user(format!("{}{memory}", self.memory_intro)));
-        out
+        head_messages(self.system.as_deref(), &self.memory_intro, memory)
     }
 }
 
