@@ -150,30 +150,32 @@ impl Default for Registry {
 /// The built-in factories of the families compiled in (cargo features) and
 /// the `nomem` baseline, in the order `submem substrates` lists them.
 pub fn builtin_factories() -> Vec<SubstrateFactory> {
+    /// Adds each family's factories when its feature is compiled in.
+    macro_rules! families {
+        ($out:ident: $($feature:literal => $krate:ident,)*) => {
+            $(
+                #[cfg(feature = $feature)]
+                $out.extend($krate::factories());
+            )*
+        };
+    }
     let mut out = Vec::new();
-    #[cfg(feature = "flat")]
-    out.extend(submem_flat::factories());
-    #[cfg(feature = "kv")]
-    out.extend(submem_kv::factories());
-    #[cfg(feature = "flexamem")]
-    out.extend(submem_flexamem::factories());
-    #[cfg(feature = "gist")]
-    out.extend(submem_gist::factories());
-    #[cfg(feature = "notes")]
-    out.extend(submem_notes::factories());
-    #[cfg(feature = "graph")]
-    out.extend(submem_graph::factories());
-    #[cfg(feature = "raptor")]
-    out.extend(submem_raptor::factories());
-    #[cfg(feature = "refine")]
-    out.extend(submem_refine::factories());
-    #[cfg(feature = "lora")]
-    out.extend(submem_lora::factories());
+    families!(out:
+        "flat" => submem_flat,
+        "kv" => submem_kv,
+        "flexamem" => submem_flexamem,
+        "gist" => submem_gist,
+        "notes" => submem_notes,
+        "graph" => submem_graph,
+        "raptor" => submem_raptor,
+        "refine" => submem_refine,
+        "lora" => submem_lora,
+    );
     out.extend(crate::nomem::factories());
-    #[cfg(feature = "recent")]
-    out.extend(submem_recent::factories());
-    #[cfg(feature = "router")]
-    out.extend(submem_router::factories());
+    families!(out:
+        "recent" => submem_recent,
+        "router" => submem_router,
+    );
     out
 }
 
