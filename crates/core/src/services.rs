@@ -83,6 +83,12 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A greedy request of a system instruction and one user message: the
+    /// shape of every memory-LLM call a substrate makes.
+    pub fn instructed(system: impl Into<String>, user: impl Into<String>) -> Self {
+        ChatRequest::new(vec![ChatMessage::system(system), ChatMessage::user(user)])
+    }
+
     /// A greedy request for `messages`.
     pub fn new(messages: Vec<ChatMessage>) -> Self {
         ChatRequest {

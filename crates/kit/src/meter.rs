@@ -507,10 +507,7 @@ mod tests {
         assert_eq!(manage.llm_calls, 1);
         assert_eq!(manage.input_tokens, cache.prefix_tokens() as u64);
         let reader = cache.clone().into_llm();
-        let hit = ChatRequest::new(vec![
-            ChatMessage::system("S"),
-            ChatMessage::user("Memory: a b\n\nQuestion: q"),
-        ]);
+        let hit = ChatRequest::instructed("S", "Memory: a b\n\nQuestion: q");
         let miss = ChatRequest::new(vec![ChatMessage::user("other")]);
         assert_eq!(reader.complete(&hit).await.unwrap().text, "ok");
         reader.complete(&miss).await.unwrap();

@@ -7,7 +7,7 @@
 //! words, cut at 150; without an LLM the records are concatenated and cut at
 //! 120 words.
 
-use submem_core::{ChatMessage, ChatRequest, Event, Llm, ServiceError};
+use submem_core::{ChatRequest, Event, Llm, ServiceError};
 use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt, Fields, Writer, WrittenRecord};
 
@@ -97,17 +97,15 @@ pub fn record_request(
         UnitKind::Conversation => "part of a conversation",
         UnitKind::Agent => "steps an agent took and what it saw",
     };
-    ChatRequest::new(vec![
-        ChatMessage::system(
-            "You write compact memory records. Reply with one JSON object and nothing else.",
-        ),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You write compact memory records. Reply with one JSON object and nothing else.",
+        format!(
             "Below is {what}. Write a JSON object with the keys \"record\" (what happened, \
              with names, numbers and exact strings, at most {max_words} words), \"keywords\" \
              (a list of up to 8 words), \"tags\" (a list of up to 5 short tags) and \
              \"description\" (one short sentence).\n\n{raw}"
-        )),
-    ])
+        ),
+    )
     .with_json(true)
     .with_max_tokens(max_tokens)
 }
@@ -120,13 +118,13 @@ pub fn merge_request(records: &[String], words: usize) -> ChatRequest {
         .map(|(i, r)| format!("{}. {r}", i + 1))
         .collect::<Vec<_>>()
         .join("\n");
-    ChatRequest::new(vec![
-        ChatMessage::system("You merge memory records. Reply with the merged record only."),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You merge memory records. Reply with the merged record only.",
+        format!(
             "Merge these consecutive records into one record of at most {words} words, in time \
              order, keeping names, numbers and exact strings.\n\n{list}"
-        )),
-    ])
+        ),
+    )
     .with_max_tokens(words * 2 + 32)
 }
 

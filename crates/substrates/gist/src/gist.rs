@@ -12,7 +12,7 @@
 //! fragment of the page, which is what BM25 and a reader can use; the date
 //! and speakers give temporal and "who" anchors that a summary would carry.
 
-use submem_core::{ChatMessage, ChatRequest};
+use submem_core::ChatRequest;
 
 use crate::page::Entry;
 use crate::text::{content_words, first_sentence};
@@ -24,14 +24,10 @@ pub fn gist_request(page_text: &str, is_agent: bool, max_new_tokens: usize) -> C
     } else {
         "part of a conversation"
     };
-    ChatRequest::new(vec![
-        ChatMessage::system(
-            "You shorten texts into a gist: one short sentence that keeps who, what and when.",
-        ),
-        ChatMessage::user(format!(
-            "Here is {what}:\n\n{page_text}\n\nWrite the gist of this page in one sentence."
-        )),
-    ])
+    ChatRequest::instructed(
+        "You shorten texts into a gist: one short sentence that keeps who, what and when.",
+        format!("Here is {what}:\n\n{page_text}\n\nWrite the gist of this page in one sentence."),
+    )
     .with_max_tokens(max_new_tokens)
 }
 

@@ -7,7 +7,7 @@
 //! the best BM25 score over gist + page text ([`crate::text::bm25_scores`]),
 //! which is also the whole selection when no LLM is configured.
 
-use submem_core::{ChatMessage, ChatRequest};
+use submem_core::ChatRequest;
 
 /// The page-selection request: `gist_lines` are already numbered.
 pub fn select_request(
@@ -16,17 +16,15 @@ pub fn select_request(
     max_expand: usize,
     max_new_tokens: usize,
 ) -> ChatRequest {
-    ChatRequest::new(vec![
-        ChatMessage::system(
-            "You decide which pages of a long text to read again in full to answer a question.",
-        ),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You decide which pages of a long text to read again in full to answer a question.",
+        format!(
             "The text is split into numbered pages. The gist of each page:\n\n{gist_lines}\n\n\
              Question: {question}\n\n\
              Which pages (at most {max_expand}) should be read in full to answer the question? \
              Reply with the page numbers only, separated by commas."
-        )),
-    ])
+        ),
+    )
     .with_max_tokens(max_new_tokens)
 }
 

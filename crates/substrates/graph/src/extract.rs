@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use submem_core::{ChatMessage, ChatRequest, Event};
+use submem_core::{ChatRequest, Event};
 use submem_kit::text::MONTH_NAMES;
 
 /// One extracted entity.
@@ -88,10 +88,10 @@ Text:
 
 /// The extraction request for one chunk's text.
 pub fn extraction_request(chunk_text: &str, max_tokens: usize) -> ChatRequest {
-    ChatRequest::new(vec![
-        ChatMessage::system(EXTRACT_SYSTEM),
-        ChatMessage::user(format!("{EXTRACT_INSTRUCTIONS}{chunk_text}\n\nAnswer:")),
-    ])
+    ChatRequest::instructed(
+        EXTRACT_SYSTEM,
+        format!("{EXTRACT_INSTRUCTIONS}{chunk_text}\n\nAnswer:"),
+    )
     .with_max_tokens(max_tokens)
 }
 

@@ -18,7 +18,7 @@
 //! memory LLM.
 
 use serde::{Deserialize, Serialize};
-use submem_core::{ChatMessage, ChatRequest, Event, Llm};
+use submem_core::{ChatRequest, Event, Llm};
 use submem_kit::json_repair::{parse_lenient_object, value_text};
 use submem_kit::text::words;
 
@@ -62,12 +62,9 @@ pub fn qa_request(chunk_text: &str, pairs: usize, max_tokens: usize) -> ChatRequ
 (who, what, when, where). Each answer is a few words taken from the conversation. \
 Reply as JSON: {{\"qa\": [{{\"q\": \"question\", \"a\": \"answer\"}}]}}"
     );
-    ChatRequest::new(vec![
-        ChatMessage::system(QA_SYSTEM),
-        ChatMessage::user(user),
-    ])
-    .with_max_tokens(max_tokens)
-    .with_json(true)
+    ChatRequest::instructed(QA_SYSTEM, user)
+        .with_max_tokens(max_tokens)
+        .with_json(true)
 }
 
 fn pair_from(v: &serde_json::Value) -> Option<(String, String)> {

@@ -12,7 +12,7 @@
 //! cosine alone.
 
 use std::collections::BTreeSet;
-use submem_core::{ChatMessage, ChatRequest};
+use submem_core::ChatRequest;
 use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt};
 
@@ -43,13 +43,13 @@ pub fn evolve_request(new: &Note, neighbours: &[&Note], config: &NotesConfig) ->
         .map(|(i, n)| format!("Memory {}:\n{}", i + 1, describe(n, config.prompt_words)))
         .collect::<Vec<_>>()
         .join("\n\n");
-    ChatRequest::new(vec![
-        ChatMessage::system("You maintain a memory of notes. Reply with one JSON object only."),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You maintain a memory of notes. Reply with one JSON object only.",
+        format!(
             "{EVOLVE_INSTRUCTION}\n\nNew memory:\n{}\n\nOlder memories:\n{list}",
             describe(new, config.prompt_words)
-        )),
-    ])
+        ),
+    )
     .with_json(true)
     .with_max_tokens(config.evolve_max_tokens)
 }

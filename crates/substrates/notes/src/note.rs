@@ -7,7 +7,7 @@
 //! note instead. The unit's raw text is kept apart and never rewritten.
 
 use serde::{Deserialize, Serialize};
-use submem_core::{ChatMessage, ChatRequest, Event, Llm};
+use submem_core::{ChatRequest, Event, Llm};
 use submem_kit::json_repair::{field, parse_lenient_object, string_list, value_text};
 use submem_kit::record::{cut_words, echoes_prompt, rule_record, top_keywords, RuleLine};
 
@@ -42,13 +42,13 @@ pub const NOTE_INSTRUCTION: &str = "Write a JSON object with the keys \"context\
 
 /// The note-writing request for one unit.
 pub fn note_request(raw: &str, config: &NotesConfig) -> ChatRequest {
-    ChatRequest::new(vec![
-        ChatMessage::system("You write memory notes. Reply with one JSON object and nothing else."),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You write memory notes. Reply with one JSON object and nothing else.",
+        format!(
             "{NOTE_INSTRUCTION}\n\nMemory:\n{}",
             cut_words(raw, config.prompt_words)
-        )),
-    ])
+        ),
+    )
     .with_json(true)
     .with_max_tokens(config.note_max_tokens)
 }

@@ -8,7 +8,7 @@
 //! (small local models do).
 
 use std::collections::{HashMap, HashSet};
-use submem_core::{ChatMessage, ChatRequest};
+use submem_core::ChatRequest;
 
 /// Shown before a summary's text in a recall.
 pub const SUMMARY_PREFIX: &str = "Summary: ";
@@ -27,10 +27,10 @@ pub struct MemberText<'a> {
 /// The summary request for a cluster whose members' text (already cut to
 /// fit) is `context`.
 pub fn summary_request(context: &str, max_tokens: usize) -> ChatRequest {
-    ChatRequest::new(vec![
-        ChatMessage::system("You are a summarizing assistant."),
-        ChatMessage::user(format!("{INSTRUCTION}\n\n{context}\n\nSummary:")),
-    ])
+    ChatRequest::instructed(
+        "You are a summarizing assistant.",
+        format!("{INSTRUCTION}\n\n{context}\n\nSummary:"),
+    )
     .with_max_tokens(max_tokens)
 }
 

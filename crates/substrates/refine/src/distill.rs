@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
-use submem_core::{ChatMessage, ChatRequest, Event, Llm, TokenCounter};
+use submem_core::{ChatRequest, Event, Llm, TokenCounter};
 use submem_kit::json_repair::{parse_lenient_object, value_text};
 
 use crate::journal::{episode_task, trajectory_text, Entry, Signal};
@@ -78,14 +78,12 @@ pub struct Distilled {
 }
 
 fn judge_request(task: &str, trajectory: &str, config: &StrategyConfig) -> ChatRequest {
-    ChatRequest::new(vec![
-        ChatMessage::system(
-            "You judge whether an agent completed its task. Answer with one word: SUCCESS or FAILURE.",
-        ),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You judge whether an agent completed its task. Answer with one word: SUCCESS or FAILURE.",
+        format!(
             "Task: {task}\n\nTrajectory:\n{trajectory}\n\nDid the agent complete the task? Answer SUCCESS or FAILURE."
-        )),
-    ])
+        ),
+    )
     .with_max_tokens(config.judge_max_tokens)
 }
 
@@ -122,18 +120,16 @@ fn distill_request(
         ),
         Outcome::Unknown => ("unknown", "reusable advice for similar tasks"),
     };
-    ChatRequest::new(vec![
-        ChatMessage::system(
-            "You extract reusable strategies from an agent's past attempt. Reply with JSON only.",
-        ),
-        ChatMessage::user(format!(
+    ChatRequest::instructed(
+        "You extract reusable strategies from an agent's past attempt. Reply with JSON only.",
+        format!(
             "Task: {task}\nOutcome: {label}\n\nTrajectory:\n{trajectory}\n\n\
              Write 1 to {} strategies: {ask}. Reply as JSON: \
              {{\"strategies\": [{{\"title\": \"short name\", \"description\": \"one sentence\", \
              \"content\": \"concrete advice in 1-3 sentences\"}}]}}",
             config.max_strategies
-        )),
-    ])
+        ),
+    )
     .with_max_tokens(config.distill_max_tokens)
     .with_json(true)
 }

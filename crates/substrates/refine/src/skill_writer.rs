@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use submem_core::{ChatMessage, ChatRequest, Event, Llm, TokenCounter};
+use submem_core::{ChatRequest, Event, Llm, TokenCounter};
 use submem_kit::json_repair::{parse_lenient_object, string_list, value_text};
 
 use crate::journal::Entry;
@@ -44,16 +44,11 @@ fn skill_request(experiences: &[&Entry], config: &SkillConfig) -> ChatRequest {
         .map(|e| format!("- {}", experience_line(e, config.experience_chars)))
         .collect::<Vec<_>>()
         .join("\n");
-    ChatRequest::new(vec![
-        ChatMessage::system(
-            "You turn similar past experiences of an agent into one reusable skill. Reply with JSON only.",
-        ),
-        ChatMessage::user(format!(
+    ChatRequest::instructed("You turn similar past experiences of an agent into one reusable skill. Reply with JSON only.", format!(
             "Similar experiences:\n{lines}\n\nWrite the skill they share. Reply as JSON: \
              {{\"name\": \"short name\", \"when_to_use\": \"one sentence\", \
              \"steps\": [\"step\", \"...\"], \"pitfalls\": [\"pitfall\", \"...\"]}}"
-        )),
-    ])
+        ))
     .with_max_tokens(config.skill_max_tokens)
     .with_json(true)
 }
