@@ -73,6 +73,7 @@ use submem_core::{
 };
 
 use crate::batch::{check_new_sources, stored_ids};
+use crate::pack::Fill;
 use crate::spaces::Spaces;
 use crate::state::StateFile;
 
@@ -206,15 +207,13 @@ impl<X> Log<X> {
         separator: usize,
         policy: PackPolicy,
     ) -> Vec<RankedUnit> {
-        let mut used = 0usize;
+        let mut fill = Fill::new(allowance, separator);
         let mut chosen = Vec::new();
         for (i, score) in ranked {
             let Some(e) = self.events.get(i) else {
                 continue;
             };
-            let cost = e.tokens as usize + if chosen.is_empty() { 0 } else { separator };
-            if used + cost <= allowance {
-                used += cost;
+            if fill.admit(e.tokens as usize) {
                 chosen.push(RankedUnit {
                     position: i as u64,
                     source_id: e.source_id.clone(),

@@ -4,6 +4,8 @@
 
 use submem_core::{Recall, Resolution, SourceHit, TokenCounter};
 
+use crate::pack::Fill;
+
 /// One unit a substrate wants to show.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedUnit {
@@ -44,12 +46,10 @@ pub fn render_in_time_order(
     policy: PackPolicy,
 ) -> Recall {
     let separator_cost = counter.count(UNIT_SEPARATOR);
+    let mut fill = Fill::new(allowance, separator_cost);
     let mut chosen: Vec<&RankedUnit> = Vec::new();
-    let mut used = 0usize;
     for unit in ranked {
-        let cost = counter.count(&unit.text) + if chosen.is_empty() { 0 } else { separator_cost };
-        if used + cost <= allowance {
-            used += cost;
+        if fill.admit(counter.count(&unit.text)) {
             chosen.push(unit);
         } else if policy == PackPolicy::StopAtFirstUnfit {
             break;

@@ -14,6 +14,7 @@
 use std::collections::HashSet;
 
 use submem_core::{cosine, Recall, Resolution, SourceHit, TokenCounter};
+use submem_kit::pack::Fill;
 
 use crate::summarize::SUMMARY_PREFIX;
 use crate::tree::{NodeId, NsTree};
@@ -38,15 +39,13 @@ pub fn collapsed_tree(
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let limit = if fill_budget { ranked.len() } else { top_k };
     let sep = counter.count(SEPARATOR);
+    let mut fill = Fill::new(allowance, sep);
     let mut chosen: Vec<(f32, NodeId)> = Vec::new();
-    let mut used = 0usize;
     for (i, (score, id)) in ranked.iter().enumerate() {
-        if i >= limit || used >= allowance {
+        if i >= limit || fill.used() >= allowance {
             break;
         }
-        let cost = tree.nodes[id].tokens as usize + if chosen.is_empty() { 0 } else { sep };
-        if used + cost <= allowance {
-            used += cost;
+        if fill.admit(tree.nodes[id].tokens as usize) {
             chosen.push((*score, *id));
         }
     }

@@ -4,6 +4,7 @@
 use submem_core::{Embedder, Recall, Resolution, SourceHit, TokenCounter};
 
 use submem_kit::embed::embed_checked;
+use submem_kit::pack::Fill;
 
 use crate::RefineError;
 
@@ -41,12 +42,10 @@ pub const ITEM_SEPARATOR: &str = "\n\n";
 /// the text. Returns the recall and the indexes of the items shown.
 pub fn pack(ranked: &[Item], counter: &dyn TokenCounter, allowance: usize) -> (Recall, Vec<usize>) {
     let sep = counter.count(ITEM_SEPARATOR);
+    let mut fill = Fill::new(allowance, sep);
     let mut chosen: Vec<(usize, String)> = Vec::new();
-    let mut used = 0usize;
     for (i, item) in ranked.iter().enumerate() {
-        let cost = counter.count(&item.text) + if chosen.is_empty() { 0 } else { sep };
-        if used + cost <= allowance {
-            used += cost;
+        if fill.admit(counter.count(&item.text)) {
             chosen.push((i, item.text.clone()));
         }
     }
