@@ -10,14 +10,13 @@
 //! `SUBMEM_SKIP_BROWSER=1` is set. The WebDriver calls are plain JSON over
 //! HTTP (reqwest), so no client crate is needed.
 
-mod common;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{call, start, turn};
+use crate::common::{call, start, turn};
 use submem_server::config::ServerConfig;
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";

@@ -4,13 +4,12 @@
 //! used first, when the open substrates' memory passes `max_resident_mb`;
 //! a closed namespace reopens with everything it held.
 
-mod common;
 
-use common::{call, metric, start, turn};
+use crate::common::{call, metric, start, turn};
 use serde_json::json;
 use submem_server::config::ServerConfig;
 
-async fn create(s: &common::Running, ns: &str, substrate: &str) {
+async fn create(s: &crate::common::Running, ns: &str, substrate: &str) {
     let (st, body) = call(
         s,
         "POST",
@@ -22,7 +21,7 @@ async fn create(s: &common::Running, ns: &str, substrate: &str) {
     assert_eq!(st, 201, "{body}");
 }
 
-async fn write(s: &common::Running, ns: &str, from: usize, n: usize) {
+async fn write(s: &crate::common::Running, ns: &str, from: usize, n: usize) {
     let events: Vec<_> = (from..from + n)
         .map(|i| {
             turn(
@@ -42,7 +41,7 @@ async fn write(s: &common::Running, ns: &str, from: usize, n: usize) {
     assert_eq!(st, 200, "{body}");
 }
 
-async fn events(s: &common::Running, ns: &str) -> u64 {
+async fn events(s: &crate::common::Running, ns: &str) -> u64 {
     let (st, body) = call(
         s,
         "GET",
@@ -55,7 +54,7 @@ async fn events(s: &common::Running, ns: &str) -> u64 {
     body["events"].as_u64().unwrap()
 }
 
-async fn resident(s: &common::Running, ns: &str) -> bool {
+async fn resident(s: &crate::common::Running, ns: &str) -> bool {
     let (_, body) = call(s, "GET", &format!("/v1/namespaces/{ns}"), None, None).await;
     body["resident"].as_bool().unwrap()
 }

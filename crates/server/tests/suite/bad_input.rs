@@ -2,11 +2,10 @@
 //! Bad input: each case gets a 4xx with a stable code and a message that
 //! names the problem, and the server keeps serving (a health check and a
 //! good read after all of them). `cargo test -p submem-server --test
-//! bad_input -- --nocapture` prints what a client sees for each case.
+//! suite bad_input -- --nocapture` prints what a client sees for each case.
 
-mod common;
 
-use common::{call, start, turn};
+use crate::common::{call, start, turn};
 use serde_json::{json, Value};
 use submem_server::config::ServerConfig;
 

@@ -5,10 +5,9 @@
 //! a stale writer's append collides with the log's key and fails instead of
 //! forking the log.
 
-mod common;
 
-use common::pg::{connect, end_sessions, PgCluster};
-use common::{call, start_node, turn, Running};
+use crate::common::pg::{connect, end_sessions, PgCluster};
+use crate::common::{call, start_node, turn, Running};
 use serde_json::json;
 use submem_server::config::ServerConfig;
 

@@ -7,10 +7,9 @@
 //! rows are dead tuples until `VACUUM FULL` rewrites the tables, after which
 //! no relation file holds the text.
 
-mod common;
 
-use common::pg::{connect, PgCluster};
-use common::{call, start, turn};
+use crate::common::pg::{connect, PgCluster};
+use crate::common::{call, start, turn};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use submem_server::config::ServerConfig;
@@ -36,7 +35,7 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
     hits
 }
 
-async fn sources(s: &common::Running, ns: &str, question: &str) -> Vec<String> {
+async fn sources(s: &crate::common::Running, ns: &str, question: &str) -> Vec<String> {
     let (st, body) = call(
         s,
         "POST",
@@ -65,7 +64,7 @@ impl Storage {
     /// sessions (and namespace locks) end as they would with its process.
     async fn crashed(&self) {
         if let Storage::Postgres { url, .. } = self {
-            common::pg::end_sessions(url, "submem").await;
+            crate::common::pg::end_sessions(url, "submem").await;
         }
     }
 

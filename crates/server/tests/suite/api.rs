@@ -3,9 +3,8 @@
 //! round trip, a restart from snapshot + log, every documented route served,
 //! background jobs for an LLM substrate, and MCP over streamable HTTP.
 
-mod common;
 
-use common::{call, start, start_with_llm, turn};
+use crate::common::{call, start, start_with_llm, turn};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use submem_server::app::ROUTES;
@@ -302,7 +301,7 @@ async fn mcp_over_streamable_http_is_scoped_by_key() {
     let (st, _) = call(&s, "POST", "/mcp", None, Some(json!({}))).await;
     assert_eq!(st, 401, "MCP needs a key too");
 
-    async fn session(s: &common::Running, url: &str, key: &str) -> String {
+    async fn session(s: &crate::common::Running, url: &str, key: &str) -> String {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
         let r = s
@@ -336,7 +335,7 @@ async fn mcp_over_streamable_http_is_scoped_by_key() {
         sid
     }
     async fn tool(
-        s: &common::Running,
+        s: &crate::common::Running,
         url: &str,
         key: &str,
         sid: &str,

@@ -4,9 +4,8 @@
 //! `/v1` still refuses the page's calls without a key; and every element the
 //! script looks up by id is on the page.
 
-mod common;
 
-use common::{call, start, turn};
+use crate::common::{call, start, turn};
 use serde_json::json;
 use submem_server::config::ServerConfig;
 
