@@ -8,7 +8,7 @@
 //! longest a client waited between a failed attempt and success is printed
 //! and bounded. `SUBMEM_FAILOVER_KILLS` changes the number of kills.
 
-#[path = "../../server/tests/common/pg.rs"]
+#[path = "../../server/tests/suite/common/pg.rs"]
 mod pg;
 
 use rand::{Rng, SeedableRng};

@@ -7,7 +7,7 @@
 //! test drives `submem mcp` with the official SDK's client over stdio. The
 //! crash loop runs on the file store and on the PostgreSQL store.
 
-#[path = "../../server/tests/common/pg.rs"]
+#[path = "../../server/tests/suite/common/pg.rs"]
 mod pg;
 
 use rand::{Rng, SeedableRng};

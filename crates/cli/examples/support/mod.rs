@@ -4,7 +4,7 @@
 //! `scripts/pg-test-cluster.sh`).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../../server/tests/common/pg.rs"]
+#[path = "../../../server/tests/suite/common/pg.rs"]
 pub mod pg;
 
 use serde_json::Value;
