@@ -73,7 +73,7 @@ use submem_core::{
 };
 
 use crate::batch::{check_new_sources, stored_ids};
-use crate::pack::Fill;
+use crate::render::Fill;
 use crate::spaces::Spaces;
 use crate::state::StateFile;
 

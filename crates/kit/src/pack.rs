@@ -30,63 +30,9 @@
 //! # Ok::<(), submem_core::Error>(())
 //! ```
 
-use crate::{render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, RankedUnit};
+use crate::render::{Fill, UNIT_SEPARATOR};
+use crate::{render_in_time_order, PackPolicy, RankedUnit};
 use submem_core::{Query, Recall, TokenCounter};
-
-/// Greedy filling of an allowance by token counts: units are offered in
-/// rank order and admitted while they fit, with a separator counted before
-/// each but the first. The kit's packers and the families' fill this way.
-///
-/// ```
-/// use submem_kit::pack::Fill;
-/// let mut fill = Fill::new(10, 1);
-/// assert!(fill.admit(6));
-/// assert!(!fill.admit(4), "4 + the separator is 11");
-/// assert!(fill.admit(3));
-/// assert_eq!(fill.used(), 10);
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct Fill {
-    allowance: usize,
-    separator: usize,
-    used: usize,
-    admitted: usize,
-}
-
-impl Fill {
-    /// An empty fill of `allowance` tokens whose units are joined by a
-    /// separator of `separator` tokens.
-    pub fn new(allowance: usize, separator: usize) -> Self {
-        Fill {
-            allowance,
-            separator,
-            used: 0,
-            admitted: 0,
-        }
-    }
-
-    /// Admits a unit of `tokens` when it fits after what is admitted (and
-    /// its separator); whether it did.
-    pub fn admit(&mut self, tokens: usize) -> bool {
-        let cost = tokens
-            + if self.admitted == 0 {
-                0
-            } else {
-                self.separator
-            };
-        let fits = self.used + cost <= self.allowance;
-        if fits {
-            self.used += cost;
-            self.admitted += 1;
-        }
-        fits
-    }
-
-    /// Tokens admitted so far, separators included.
-    pub fn used(&self) -> usize {
-        self.used
-    }
-}
 
 /// Keeps, in rank order, the units whose cached token counts (plus the
 /// separator's tokens before every unit but the first) fit `allowance`; the

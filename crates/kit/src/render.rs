@@ -4,8 +4,6 @@
 
 use submem_core::{Recall, Resolution, SourceHit, TokenCounter};
 
-use crate::pack::Fill;
-
 /// One unit a substrate wants to show.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedUnit {
@@ -31,6 +29,61 @@ pub enum PackPolicy {
 
 /// Separator between rendered units.
 pub const UNIT_SEPARATOR: &str = "\n";
+
+/// Greedy filling of an allowance by token counts: units are offered in
+/// rank order and admitted while they fit, with a separator counted before
+/// each but the first. The kit's packers and the families' fill this way.
+///
+/// ```
+/// use submem_kit::render::Fill;
+/// let mut fill = Fill::new(10, 1);
+/// assert!(fill.admit(6));
+/// assert!(!fill.admit(4), "4 + the separator is 11");
+/// assert!(fill.admit(3));
+/// assert_eq!(fill.used(), 10);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Fill {
+    allowance: usize,
+    separator: usize,
+    used: usize,
+    admitted: usize,
+}
+
+impl Fill {
+    /// An empty fill of `allowance` tokens whose units are joined by a
+    /// separator of `separator` tokens.
+    pub fn new(allowance: usize, separator: usize) -> Self {
+        Fill {
+            allowance,
+            separator,
+            used: 0,
+            admitted: 0,
+        }
+    }
+
+    /// Admits a unit of `tokens` when it fits after what is admitted (and
+    /// its separator); whether it did.
+    pub fn admit(&mut self, tokens: usize) -> bool {
+        let cost = tokens
+            + if self.admitted == 0 {
+                0
+            } else {
+                self.separator
+            };
+        let fits = self.used + cost <= self.allowance;
+        if fits {
+            self.used += cost;
+            self.admitted += 1;
+        }
+        fits
+    }
+
+    /// Tokens admitted so far, separators included.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+}
 
 /// Packs `ranked` (most relevant first) into at most `allowance` tokens and
 /// renders the chosen units in time order, one per line.

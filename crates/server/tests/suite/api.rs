@@ -3,7 +3,6 @@
 //! round trip, a restart from snapshot + log, every documented route served,
 //! background jobs for an LLM substrate, and MCP over streamable HTTP.
 
-
 use crate::common::{call, start, start_with_llm, turn};
 use serde_json::{json, Value};
 use std::sync::Arc;

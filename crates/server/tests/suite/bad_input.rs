@@ -4,7 +4,6 @@
 //! good read after all of them). `cargo test -p submem-server --test
 //! suite bad_input -- --nocapture` prints what a client sees for each case.
 
-
 use crate::common::{call, start, turn};
 use serde_json::{json, Value};
 use submem_server::config::ServerConfig;

@@ -10,7 +10,6 @@
 //! `SUBMEM_SKIP_BROWSER=1` is set. The WebDriver calls are plain JSON over
 //! HTTP (reqwest), so no client crate is needed.
 
-
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

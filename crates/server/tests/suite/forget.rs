@@ -7,7 +7,6 @@
 //! rows are dead tuples until `VACUUM FULL` rewrites the tables, after which
 //! no relation file holds the text.
 
-
 use crate::common::pg::{connect, PgCluster};
 use crate::common::{call, start, turn};
 use serde_json::json;

@@ -6,7 +6,6 @@
 //! stranger gets `404 namespace_not_found` for everything (exactly as for a
 //! name nobody uses), and a listing shows only the key's own namespaces.
 
-
 use crate::common::{call, enc, start, turn};
 use rand::{Rng, SeedableRng};
 use serde_json::json;

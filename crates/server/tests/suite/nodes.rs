@@ -5,7 +5,6 @@
 //! a stale writer's append collides with the log's key and fails instead of
 //! forking the log.
 
-
 use crate::common::pg::{connect, end_sessions, PgCluster};
 use crate::common::{call, start_node, turn, Running};
 use serde_json::json;

@@ -4,7 +4,6 @@
 //! used first, when the open substrates' memory passes `max_resident_mb`;
 //! a closed namespace reopens with everything it held.
 
-
 use crate::common::{call, metric, start, turn};
 use serde_json::json;
 use submem_server::config::ServerConfig;

@@ -4,7 +4,6 @@
 //! `/v1` still refuses the page's calls without a key; and every element the
 //! script looks up by id is on the page.
 
-
 use crate::common::{call, start, turn};
 use serde_json::json;
 use submem_server::config::ServerConfig;

@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 
 use submem_core::{cosine, Recall, Resolution, SourceHit, TokenCounter};
-use submem_kit::pack::Fill;
+use submem_kit::render::Fill;
 
 use crate::summarize::SUMMARY_PREFIX;
 use crate::tree::{NodeId, NsTree};

@@ -4,7 +4,7 @@
 use submem_core::{Embedder, Recall, Resolution, SourceHit, TokenCounter};
 
 use submem_kit::embed::embed_checked;
-use submem_kit::pack::Fill;
+use submem_kit::render::Fill;
 
 use crate::RefineError;
 
