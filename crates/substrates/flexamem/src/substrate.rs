@@ -9,7 +9,6 @@ use submem_core::{
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::persist::{begin_persist, check_manifest, write_manifest};
-use tracing::Instrument;
 
 use crate::log::{read_log_strict, write_log};
 use crate::mem::{FlexaMem, FORMAT_VERSION, LOG_FILE, STORE_NAME};
@@ -23,47 +22,40 @@ impl Substrate for FlexaMem {
             .with_llm(self.services.llm.is_some())
     }
 
+    #[tracing::instrument(level = "debug", name = "flexamem.write", skip_all, fields(ns = %namespace, events = events.len()))]
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
-        let span = tracing::debug_span!("flexamem.write", ns = %namespace, events = events.len());
-        async {
-            if events.is_empty() {
-                return Ok(WriteReport::default());
-            }
-            // Refuse a bad batch before waiting for the gate; check what is
-            // stored once it is held.
-            check_new_sources(events, |_| false)?;
-            let _gate = self.gate.lock().await;
-            {
-                let s = self.read_state().map_err(|e| e.during("write"))?;
-                let existing = s.ns.get(namespace);
-                check_new_sources(events, |id| {
-                    existing.is_some_and(|st| st.by_source.contains_key(id))
-                })?;
-            }
-            let units = self
-                .store_events(namespace, events)
-                .map_err(|e| e.during("write"))?;
-            self.seal_pending(namespace)
-                .await
-                .map_err(|e| e.during("write"))?;
-            self.embed_new_pieces(namespace, false)
-                .await
-                .map_err(|e| e.during("write"))?;
-            Ok(WriteReport {
-                events: events.len(),
-                units,
-            })
+        if events.is_empty() {
+            return Ok(WriteReport::default());
         }
-        .instrument(span)
-        .await
+        // Refuse a bad batch before waiting for the gate; check what is
+        // stored once it is held.
+        check_new_sources(events, |_| false)?;
+        let _gate = self.gate.lock().await;
+        {
+            let s = self.read_state().map_err(|e| e.during("write"))?;
+            let existing = s.ns.get(namespace);
+            check_new_sources(events, |id| {
+                existing.is_some_and(|st| st.by_source.contains_key(id))
+            })?;
+        }
+        let units = self
+            .store_events(namespace, events)
+            .map_err(|e| e.during("write"))?;
+        self.seal_pending(namespace)
+            .await
+            .map_err(|e| e.during("write"))?;
+        self.embed_new_pieces(namespace, false)
+            .await
+            .map_err(|e| e.during("write"))?;
+        Ok(WriteReport {
+            events: events.len(),
+            units,
+        })
     }
 
+    #[tracing::instrument(level = "debug", name = "flexamem.read", skip_all, fields(ns = %query.namespace, budget = query.budget))]
     async fn read(&self, query: &Query) -> Result<Recall> {
-        let span =
-            tracing::debug_span!("flexamem.read", ns = %query.namespace, budget = query.budget);
-        async { Ok(self.render_detailed(query).await?.recall) }
-            .instrument(span)
-            .await
+        Ok(self.render_detailed(query).await?.recall)
     }
 
     async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
@@ -73,42 +65,38 @@ impl Substrate for FlexaMem {
     /// Closes every open unit and writes the notes still missing (call it
     /// when a history is complete), then compacts the log if events were
     /// forgotten since the last compaction.
+    #[tracing::instrument(level = "debug", name = "flexamem.manage", skip_all)]
     async fn manage(&self) -> Result<ManageReport> {
-        let span = tracing::debug_span!("flexamem.manage");
-        async {
-            let _gate = self.gate.lock().await;
-            let namespaces: Vec<Namespace> = {
-                let mut s = self.write_state().map_err(|e| e.during("manage"))?;
-                let closes: Vec<LogRecord> =
-                    s.ns.iter()
-                        .filter_map(|(ns, st)| {
-                            st.open.map(|unit| LogRecord::Close {
-                                ns: ns.clone(),
-                                unit,
-                            })
+        let _gate = self.gate.lock().await;
+        let namespaces: Vec<Namespace> = {
+            let mut s = self.write_state().map_err(|e| e.during("manage"))?;
+            let closes: Vec<LogRecord> =
+                s.ns.iter()
+                    .filter_map(|(ns, st)| {
+                        st.open.map(|unit| LogRecord::Close {
+                            ns: ns.clone(),
+                            unit,
                         })
-                        .collect();
-                self.commit(&mut s, &closes)
-                    .map_err(|e| e.during("manage"))?;
-                s.ns.keys().cloned().collect()
-            };
-            let mut changed = 0;
-            for ns in &namespaces {
-                changed += self
-                    .seal_pending(ns)
-                    .await
-                    .map_err(|e| e.during("manage"))?;
-                self.embed_new_pieces(ns, true)
-                    .await
-                    .map_err(|e| e.during("manage"))?;
-            }
-            if self.compact().map_err(|e| e.during("manage"))? {
-                changed += 1;
-            }
-            Ok(ManageReport { changed })
+                    })
+                    .collect();
+            self.commit(&mut s, &closes)
+                .map_err(|e| e.during("manage"))?;
+            s.ns.keys().cloned().collect()
+        };
+        let mut changed = 0;
+        for ns in &namespaces {
+            changed += self
+                .seal_pending(ns)
+                .await
+                .map_err(|e| e.during("manage"))?;
+            self.embed_new_pieces(ns, true)
+                .await
+                .map_err(|e| e.during("manage"))?;
         }
-        .instrument(span)
-        .await
+        if self.compact().map_err(|e| e.during("manage"))? {
+            changed += 1;
+        }
+        Ok(ManageReport { changed })
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
@@ -189,37 +177,33 @@ impl Substrate for FlexaMem {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "flexamem.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let span = tracing::debug_span!("flexamem.forget", ns = %target.namespace());
-        async {
-            let _gate = self.gate.lock().await;
-            let removed = {
-                let mut s = self.write_state().map_err(|e| e.during("forget"))?;
-                let rec = match target {
-                    Forget::Namespace(ns) => LogRecord::ForgetNamespace { ns: ns.clone() },
-                    Forget::Sources {
-                        namespace,
-                        source_ids,
-                    } => LogRecord::Forget {
-                        ns: namespace.clone(),
-                        source_ids: source_ids.clone(),
-                    },
-                };
-                self.commit(&mut s, &[rec])
-                    .map_err(|e| e.during("forget"))?
+        let _gate = self.gate.lock().await;
+        let removed = {
+            let mut s = self.write_state().map_err(|e| e.during("forget"))?;
+            let rec = match target {
+                Forget::Namespace(ns) => LogRecord::ForgetNamespace { ns: ns.clone() },
+                Forget::Sources {
+                    namespace,
+                    source_ids,
+                } => LogRecord::Forget {
+                    ns: namespace.clone(),
+                    source_ids: source_ids.clone(),
+                },
             };
-            if removed > 0 {
-                self.mark_compaction();
-            }
-            if let Forget::Sources { namespace, .. } = target {
-                // Units that lost an event get a new note from what remains.
-                self.seal_pending(namespace)
-                    .await
-                    .map_err(|e| e.during("forget"))?;
-            }
-            Ok(removed)
+            self.commit(&mut s, &[rec])
+                .map_err(|e| e.during("forget"))?
+        };
+        if removed > 0 {
+            self.mark_compaction();
         }
-        .instrument(span)
-        .await
+        if let Forget::Sources { namespace, .. } = target {
+            // Units that lost an event get a new note from what remains.
+            self.seal_pending(namespace)
+                .await
+                .map_err(|e| e.during("forget"))?;
+        }
+        Ok(removed)
     }
 }

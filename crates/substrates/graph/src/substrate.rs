@@ -11,7 +11,6 @@ use submem_core::{
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::persist::{load_states, save_states, NamespaceStates};
-use tracing::Instrument;
 
 use crate::memory::GraphMemory;
 use crate::store::{plan_chunks, NamespaceState, SavedNamespace};
@@ -30,73 +29,65 @@ impl Substrate for GraphMemory {
             .with_llm(self.uses_llm())
     }
 
+    #[tracing::instrument(level = "debug", name = "m5.write", skip_all, fields(ns = %namespace, events = events.len()))]
     async fn write(&self, namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
-        let span = tracing::debug_span!("m5.write", ns = %namespace, events = events.len());
-        async {
-            if events.is_empty() {
-                return Ok(WriteReport::default());
-            }
-            // Refuse a bad batch before waiting for the lock; check what is
-            // stored once it is held.
-            check_new_sources(events, |_| false)?;
-            let mut state = self.state.lock().await;
-            let existing = state.get(namespace);
-            check_new_sources(events, |id| {
-                existing.is_some_and(|st| st.events.contains_key(id))
-            })?;
-            let counter = self.services.tokens.clone();
-            let plan = plan_chunks(events, &*counter, self.config.chunk_tokens);
-            // Extract first, then store: a write either lands whole or not at all.
-            let mut extracted = Vec::with_capacity(plan.len());
-            for group in &plan {
-                let members: Vec<&Event> = group.iter().map(|&i| &events[i]).collect();
-                let text = members
-                    .iter()
-                    .map(|e| e.render())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                extracted.push((members.clone(), self.extract(&members, &text).await));
-            }
-            let st = state.entry(namespace.clone()).or_default();
-            for (members, x) in &extracted {
-                let id = st.add_chunk(members, &*counter);
-                let touched = st.graph.add_extraction(id, x);
-                st.apply_touched(touched);
-            }
-            self.compute_footprint(&state);
-            Ok(WriteReport {
-                events: events.len(),
-                units: plan.len(),
-            })
+        if events.is_empty() {
+            return Ok(WriteReport::default());
         }
-        .instrument(span)
-        .await
+        // Refuse a bad batch before waiting for the lock; check what is
+        // stored once it is held.
+        check_new_sources(events, |_| false)?;
+        let mut state = self.state.lock().await;
+        let existing = state.get(namespace);
+        check_new_sources(events, |id| {
+            existing.is_some_and(|st| st.events.contains_key(id))
+        })?;
+        let counter = self.services.tokens.clone();
+        let plan = plan_chunks(events, &*counter, self.config.chunk_tokens);
+        // Extract first, then store: a write either lands whole or not at all.
+        let mut extracted = Vec::with_capacity(plan.len());
+        for group in &plan {
+            let members: Vec<&Event> = group.iter().map(|&i| &events[i]).collect();
+            let text = members
+                .iter()
+                .map(|e| e.render())
+                .collect::<Vec<_>>()
+                .join("\n");
+            extracted.push((members.clone(), self.extract(&members, &text).await));
+        }
+        let st = state.entry(namespace.clone()).or_default();
+        for (members, x) in &extracted {
+            let id = st.add_chunk(members, &*counter);
+            let touched = st.graph.add_extraction(id, x);
+            st.apply_touched(touched);
+        }
+        self.compute_footprint(&state);
+        Ok(WriteReport {
+            events: events.len(),
+            units: plan.len(),
+        })
     }
 
+    #[tracing::instrument(level = "debug", name = "m5.read", skip_all, fields(ns = %query.namespace, budget = query.budget))]
     async fn read(&self, query: &Query) -> Result<Recall> {
-        let span = tracing::debug_span!("m5.read", ns = %query.namespace, budget = query.budget);
-        self.read_impl(query).instrument(span).await
+        self.read_impl(query).await
     }
 
     /// Extracts chunks that lost events to forgetting, then indexes every
     /// pending chunk, entity and relation.
+    #[tracing::instrument(level = "debug", name = "m5.manage", skip_all)]
     async fn manage(&self) -> Result<ManageReport> {
-        let span = tracing::debug_span!("m5.manage");
-        async {
-            let mut state = self.state.lock().await;
-            let mut changed = 0;
-            for st in state.values_mut() {
-                changed += self.extract_pending_chunks(st).await;
-                changed += self
-                    .index_pending(st)
-                    .await
-                    .map_err(|e| e.during("manage"))?;
-            }
-            self.compute_footprint(&state);
-            Ok(ManageReport { changed })
+        let mut state = self.state.lock().await;
+        let mut changed = 0;
+        for st in state.values_mut() {
+            changed += self.extract_pending_chunks(st).await;
+            changed += self
+                .index_pending(st)
+                .await
+                .map_err(|e| e.during("manage"))?;
         }
-        .instrument(span)
-        .await
+        self.compute_footprint(&state);
+        Ok(ManageReport { changed })
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
@@ -110,22 +101,18 @@ impl Substrate for GraphMemory {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "m5.persist", skip_all, fields(dir = %dir.display()))]
     async fn persist(&self, dir: &Path) -> Result<()> {
-        let span = tracing::debug_span!("m5.persist", dir = %dir.display());
-        async {
-            let saved = {
-                let state = self.state.lock().await;
-                NamespaceStates::new(
-                    Some(&*self.services.embedder),
-                    state.iter().map(|(ns, st)| (ns.clone(), st.to_saved())),
-                )
-            };
-            let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
-            self.disk_bytes.store(bytes, Ordering::Relaxed);
-            Ok(())
-        }
-        .instrument(span)
-        .await
+        let saved = {
+            let state = self.state.lock().await;
+            NamespaceStates::new(
+                Some(&*self.services.embedder),
+                state.iter().map(|(ns, st)| (ns.clone(), st.to_saved())),
+            )
+        };
+        let bytes = save_states(dir, STORE_NAME, FORMAT_VERSION, STATE_FILE, &saved)?;
+        self.disk_bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn restore(&self, dir: &Path) -> Result<()> {
@@ -153,32 +140,28 @@ impl Substrate for GraphMemory {
     /// from the remaining chunks, entities and relations left without a
     /// source are deleted, their vectors dropped) and queues what remains
     /// of those chunks for embedding and (setting) re-extraction on `manage`.
+    #[tracing::instrument(level = "debug", name = "m5.forget", skip_all, fields(ns = %target.namespace()))]
     async fn forget(&self, target: &Forget) -> Result<usize> {
-        let span = tracing::debug_span!("m5.forget", ns = %target.namespace());
-        async {
-            let mut state = self.state.lock().await;
-            let removed = match target {
-                Forget::Namespace(ns) => state.remove(ns).map_or(0, |st| st.events.len()),
-                Forget::Sources {
-                    namespace,
+        let mut state = self.state.lock().await;
+        let removed = match target {
+            Forget::Namespace(ns) => state.remove(ns).map_or(0, |st| st.events.len()),
+            Forget::Sources {
+                namespace,
+                source_ids,
+            } => state.get_mut(namespace).map_or(0, |st| {
+                st.forget_sources(
                     source_ids,
-                } => state.get_mut(namespace).map_or(0, |st| {
-                    st.forget_sources(
-                        source_ids,
-                        self.config.reextract_on_forget,
-                        &*self.services.tokens,
-                    )
-                }),
-            };
-            if let Forget::Sources { namespace, .. } = target {
-                if state.get(namespace).is_some_and(|st| st.events.is_empty()) {
-                    state.remove(namespace);
-                }
+                    self.config.reextract_on_forget,
+                    &*self.services.tokens,
+                )
+            }),
+        };
+        if let Forget::Sources { namespace, .. } = target {
+            if state.get(namespace).is_some_and(|st| st.events.is_empty()) {
+                state.remove(namespace);
             }
-            self.compute_footprint(&state);
-            Ok(removed)
         }
-        .instrument(span)
-        .await
+        self.compute_footprint(&state);
+        Ok(removed)
     }
 }
