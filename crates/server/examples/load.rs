@@ -54,6 +54,12 @@ fn turn(i: usize) -> Event {
     })
 }
 
+/// Ten new turns, their ids taken from `ids`.
+fn ten_turns(ids: &AtomicUsize) -> Vec<Event> {
+    let first = ids.fetch_add(10, Ordering::Relaxed);
+    (first..first + 10).map(turn).collect()
+}
+
 fn question(i: usize) -> String {
     format!(
         "what about the {} and {}?",
@@ -69,13 +75,27 @@ struct Cell {
 }
 
 impl Cell {
+    /// Operations per second.
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.secs
+    }
+
+    /// The in-process cell's row, with its throughput against the server's.
+    fn against_server(&self, what: &str, server_rate: f64) -> String {
+        format!(
+            "{} in-process/server throughput {:.2}x",
+            self.line(what),
+            self.rate() / server_rate
+        )
+    }
+
     fn line(&self, what: &str) -> String {
         let mut l = self.lat.clone();
         l.sort_by(f64::total_cmp);
         let p = |q: f64| submem::meter::percentile(&l, q) * 1e3;
         format!(
             "| {what} | {:.0} | {:.2} | {:.2} |",
-            self.ops as f64 / self.secs,
+            self.rate(),
             p(0.5),
             p(0.99)
         )
@@ -215,7 +235,7 @@ async fn main() {
                 }
             })
             .await;
-            let server_rate = cell.ops as f64 / cell.secs;
+            let server_rate = cell.rate();
             println!(
                 "{}",
                 cell.line(&format!("{spec} read, server, {clients} client(s)"))
@@ -230,26 +250,18 @@ async fn main() {
                 }
             })
             .await;
-            let local_rate = cell.ops as f64 / cell.secs;
-            println!(
-                "{} in-process/server throughput {:.2}x",
-                cell.line(&format!("{spec} read, in-process, {clients} task(s)")),
-                local_rate / server_rate
-            );
+            let what = format!("{spec} read, in-process, {clients} task(s)");
+            println!("{}", cell.against_server(&what, server_rate));
         }
         let base_id = Arc::new(AtomicUsize::new(1_000_000));
         for clients in [1, 8] {
             let (c, u, b) = (client.clone(), events_url.clone(), base_id.clone());
             let cell = drive(clients, secs, move |_| {
                 let (c, u, b) = (c.clone(), u.clone(), b.clone());
-                async move {
-                    let first = b.fetch_add(10, Ordering::Relaxed);
-                    let events: Vec<Event> = (first..first + 10).map(turn).collect();
-                    post(&c, &u, &json!({ "events": events })).await
-                }
+                async move { post(&c, &u, &json!({ "events": ten_turns(&b) })).await }
             })
             .await;
-            let server_rate = cell.ops as f64 / cell.secs;
+            let server_rate = cell.rate();
             println!(
                 "{}",
                 cell.line(&format!(
@@ -260,20 +272,12 @@ async fn main() {
             let cell = drive(clients, secs, move |_| {
                 let (l, n, b) = (l.clone(), n.clone(), b.clone());
                 async move {
-                    let first = b.fetch_add(10, Ordering::Relaxed);
-                    let events: Vec<Event> = (first..first + 10).map(turn).collect();
-                    l.write(&n, &events).await.unwrap();
+                    l.write(&n, &ten_turns(&b)).await.unwrap();
                 }
             })
             .await;
-            let local_rate = cell.ops as f64 / cell.secs;
-            println!(
-                "{} in-process/server throughput {:.2}x",
-                cell.line(&format!(
-                    "{spec} write (10 events, no log), in-process, {clients} task(s)"
-                )),
-                local_rate / server_rate
-            );
+            let what = format!("{spec} write (10 events, no log), in-process, {clients} task(s)");
+            println!("{}", cell.against_server(&what, server_rate));
         }
     }
 }
