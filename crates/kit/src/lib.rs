@@ -23,7 +23,7 @@
 //! | [`state`] | persisting and restoring a per-namespace state map ([`state::StateFile`]) |
 //! | [`dir`] | replacing a saved directory whole: written beside its target, swapped in once complete ([`dir::Staged`]) |
 //! | [`persist`] | manifests, atomic writes and per-namespace state files for persisted memory ([`persist::save_states`], [`persist::load_states`]) |
-//! | [`render`] | packing ranked units under a budget, shown in time order ([`render_in_time_order`], [`PackPolicy`]) |
+//! | [`render`] | packing ranked units under a budget, shown in time order ([`render_in_time_order`], [`PackPolicy`]), and the greedy fill every packer shares ([`render::Fill`]) |
 //! | [`setters!`](crate::setters!) | builder setters for a configuration's public fields, written once (core's macro, re-exported for the families) |
 //! | [`debug`](mod@debug) | `Debug` for a substrate as its name and chosen fields, never its state ([`debug_fields!`](crate::debug_fields!)) |
 //! | [`stats`] | a substrate's running counters and the snapshot it reports, declared once ([`counters!`](crate::counters!)) |

@@ -47,7 +47,7 @@ pub struct Fill {
     allowance: usize,
     separator: usize,
     used: usize,
-    admitted: usize,
+    any: bool,
 }
 
 impl Fill {
@@ -58,23 +58,18 @@ impl Fill {
             allowance,
             separator,
             used: 0,
-            admitted: 0,
+            any: false,
         }
     }
 
     /// Admits a unit of `tokens` when it fits after what is admitted (and
     /// its separator); whether it did.
     pub fn admit(&mut self, tokens: usize) -> bool {
-        let cost = tokens
-            + if self.admitted == 0 {
-                0
-            } else {
-                self.separator
-            };
+        let cost = tokens + if self.any { self.separator } else { 0 };
         let fits = self.used + cost <= self.allowance;
         if fits {
             self.used += cost;
-            self.admitted += 1;
+            self.any = true;
         }
         fits
     }

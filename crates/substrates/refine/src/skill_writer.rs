@@ -44,11 +44,14 @@ fn skill_request(experiences: &[&Entry], config: &SkillConfig) -> ChatRequest {
         .map(|e| format!("- {}", experience_line(e, config.experience_chars)))
         .collect::<Vec<_>>()
         .join("\n");
-    ChatRequest::instructed("You turn similar past experiences of an agent into one reusable skill. Reply with JSON only.", format!(
+    ChatRequest::instructed(
+        "You turn similar past experiences of an agent into one reusable skill. Reply with JSON only.",
+        format!(
             "Similar experiences:\n{lines}\n\nWrite the skill they share. Reply as JSON: \
              {{\"name\": \"short name\", \"when_to_use\": \"one sentence\", \
              \"steps\": [\"step\", \"...\"], \"pitfalls\": [\"pitfall\", \"...\"]}}"
-        ))
+        ),
+    )
     .with_max_tokens(config.skill_max_tokens)
     .with_json(true)
 }
