@@ -54,7 +54,7 @@ pub use services::{
     PrefixCaching, PrefixReuse, Role, Services, TokenCounter, Usage,
 };
 pub use substrate::{
-    diagnostics_of, Diagnostics, Family, Footprint, Forget, ManageReport, MethodId, Substrate,
-    SubstrateInfo, WriteReport,
+    Diagnostics, Family, Footprint, Forget, ManageReport, MethodId, Substrate, SubstrateInfo,
+    WriteReport,
 };
 pub use trace::{EvidenceFate, EvidenceTrace, ReadTrace};

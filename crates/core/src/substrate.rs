@@ -10,26 +10,94 @@ use std::path::Path;
 
 use crate::{Event, Namespace, Query, ReadTrace, Recall, Result};
 
-/// Which method a substrate implements: an open, validated name.
-///
-/// The two papers' methods are constants ([`MethodId::M1`] … [`MethodId::M11`],
-/// [`MethodId::FLEXA_MEM`]); a substrate outside this workspace declares its
-/// own with [`MethodId::new`] or [`MethodId::from_static`] without touching
-/// this crate. Ids order the papers' methods by number first, so reports keep
-/// M1 < M2 < … < M11 < FlexA-Mem, then every other id alphabetically, then
-/// [`MethodId::ROUTED`].
-///
-/// ```
-/// use submem_core::MethodId;
-/// let recency = MethodId::new("recent-window")?;
-/// assert!(MethodId::M2 < MethodId::M10 && MethodId::FLEXA_MEM < recency);
-/// assert_eq!(MethodId::FLEXA_MEM.to_string(), "FlexA-Mem");
-/// assert!(MethodId::new("two words").is_err());
-/// # Ok::<(), submem_core::Error>(())
-/// ```
-#[derive(Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
-pub struct MethodId(Cow<'static, str>);
+/// An open, validated name: a `Cow` of 1–64 ASCII letters, digits, `-`, `_`
+/// or `.`, with a `const` constructor for statics, a checked one, and its
+/// `Debug` as the bare name. `MethodId` and `Family` are both this shape.
+macro_rules! open_name {
+    ($(#[$meta:meta])* $ty:ident, $what:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, PartialEq, Eq, Hash, Serialize)]
+        #[serde(transparent)]
+        pub struct $ty(Cow<'static, str>);
+
+        impl $ty {
+            #[doc = concat!("A ", $what, " from a static name, unchecked (a `const` constructor")]
+            /// for a plugin's own constant). Registries check it with `validate`
+            /// when the plugin is registered.
+            pub const fn from_static(name: &'static str) -> Self {
+                $ty(Cow::Borrowed(name))
+            }
+
+            #[doc = concat!("A checked ", $what, ": 1–64 ASCII letters, digits, `-`, `_` or `.`.")]
+            pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self> {
+                let name = $ty(name.into());
+                name.validate()?;
+                Ok(name)
+            }
+
+            /// Fails unless the name is 1–64 ASCII letters, digits, `-`, `_` or `.`.
+            pub fn validate(&self) -> Result<()> {
+                let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+                let id = &*self.0;
+                if id.is_empty() || id.len() > 64 || !id.chars().all(ok_char) {
+                    return Err(crate::Error::InvalidInput(format!(
+                        "{} {id:?} must be 1-64 ASCII letters, digits, '-', '_' or '.'",
+                        $what
+                    )));
+                }
+                Ok(())
+            }
+
+            /// The name as written.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+open_name!(
+    /// Which method a substrate implements: an open, validated name.
+    ///
+    /// The two papers' methods are constants ([`MethodId::M1`] … [`MethodId::M11`],
+    /// [`MethodId::FLEXA_MEM`]); a substrate outside this workspace declares its
+    /// own with [`MethodId::new`] or [`MethodId::from_static`] without touching
+    /// this crate. Ids order the papers' methods by number first, so reports keep
+    /// M1 < M2 < … < M11 < FlexA-Mem, then every other id alphabetically, then
+    /// [`MethodId::ROUTED`].
+    ///
+    /// ```
+    /// use submem_core::MethodId;
+    /// let recency = MethodId::new("recent-window")?;
+    /// assert!(MethodId::M2 < MethodId::M10 && MethodId::FLEXA_MEM < recency);
+    /// assert_eq!(MethodId::FLEXA_MEM.to_string(), "FlexA-Mem");
+    /// assert!(MethodId::new("two words").is_err());
+    /// # Ok::<(), submem_core::Error>(())
+    /// ```
+    MethodId,
+    "method id"
+);
+
+open_name!(
+    /// The design family a substrate belongs to: an open, validated name in
+    /// snake case, with constants for the papers' families.
+    ///
+    /// ```
+    /// use submem_core::Family;
+    /// assert_eq!(Family::FLAT.as_str(), "flat");
+    /// assert_eq!(Family::new("window")?.to_string(), "window");
+    /// # Ok::<(), submem_core::Error>(())
+    /// ```
+    #[derive(PartialOrd, Ord)]
+    Family,
+    "family"
+);
 
 impl MethodId {
     /// Dense vector, flat.
@@ -62,30 +130,6 @@ impl MethodId {
     /// Several substrates behind a router (`submem-router`).
     pub const ROUTED: MethodId = MethodId::from_static("Routed");
 
-    /// An id from a static name, unchecked (a `const` constructor for a
-    /// plugin's own constant). Registries check it with
-    /// [`MethodId::validate`] when the plugin is registered.
-    pub const fn from_static(name: &'static str) -> Self {
-        MethodId(Cow::Borrowed(name))
-    }
-
-    /// A checked id: 1–64 ASCII letters, digits, `-`, `_` or `.`.
-    pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self> {
-        let id = MethodId(name.into());
-        id.validate()?;
-        Ok(id)
-    }
-
-    /// Fails unless the id is 1–64 ASCII letters, digits, `-`, `_` or `.`.
-    pub fn validate(&self) -> Result<()> {
-        validate_id("method id", &self.0)
-    }
-
-    /// The id as written (`M1`, `FlexAMem`, `recent-window`).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// The paper method's number (M1 → 1 … M11 → 11, FlexA-Mem → 12), else
     /// `None`.
     fn paper_rank(&self) -> Option<u32> {
@@ -103,16 +147,6 @@ impl MethodId {
             None => (1, 0, self.as_str()),
         }
     }
-}
-
-fn validate_id(what: &str, id: &str) -> Result<()> {
-    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    if id.is_empty() || id.len() > 64 || !id.chars().all(ok_char) {
-        return Err(crate::Error::InvalidInput(format!(
-            "{what} {id:?} must be 1-64 ASCII letters, digits, '-', '_' or '.'"
-        )));
-    }
-    Ok(())
 }
 
 impl PartialOrd for MethodId {
@@ -138,12 +172,6 @@ impl<'de> Deserialize<'de> for MethodId {
     }
 }
 
-impl fmt::Debug for MethodId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl fmt::Display for MethodId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if *self == MethodId::FLEXA_MEM {
@@ -153,19 +181,6 @@ impl fmt::Display for MethodId {
         }
     }
 }
-
-/// The design family a substrate belongs to: an open, validated name in
-/// snake case, with constants for the papers' families.
-///
-/// ```
-/// use submem_core::Family;
-/// assert_eq!(Family::FLAT.as_str(), "flat");
-/// assert_eq!(Family::new("window")?.to_string(), "window");
-/// # Ok::<(), submem_core::Error>(())
-/// ```
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct Family(Cow<'static, str>);
 
 impl Family {
     /// Flat vector stores (M1, M2).
@@ -189,39 +204,11 @@ impl Family {
     /// Reference points that are not designs of their own (no memory, a
     /// recency window).
     pub const BASELINE: Family = Family::from_static("baseline");
-
-    /// A family from a static name, unchecked (see [`MethodId::from_static`]).
-    pub const fn from_static(name: &'static str) -> Self {
-        Family(Cow::Borrowed(name))
-    }
-
-    /// A checked family name: 1–64 ASCII letters, digits, `-`, `_` or `.`.
-    pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self> {
-        let f = Family(name.into());
-        f.validate()?;
-        Ok(f)
-    }
-
-    /// Fails unless the name is 1–64 ASCII letters, digits, `-`, `_` or `.`.
-    pub fn validate(&self) -> Result<()> {
-        validate_id("family", &self.0)
-    }
-
-    /// The name as written.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 impl<'de> Deserialize<'de> for Family {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         Family::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
-    }
-}
-
-impl fmt::Debug for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -403,27 +390,6 @@ pub trait Substrate: Debug + Send + Sync + 'static {
 
 /// A substrate's named behaviour counters (see [`Substrate::diagnostics`]).
 pub type Diagnostics = std::collections::BTreeMap<String, u64>;
-
-/// The unsigned integer fields of a serialisable stats struct, by field
-/// name: how a substrate turns its own stats type into [`Diagnostics`]
-/// without listing the fields twice. Other fields are left out.
-///
-/// ```
-/// #[derive(serde::Serialize)]
-/// struct Stats { llm_notes: u64, rule_notes: u64 }
-/// let d = submem_core::diagnostics_of(&Stats { llm_notes: 3, rule_notes: 1 });
-/// assert_eq!(d["llm_notes"], 3);
-/// assert_eq!(d["rule_notes"], 1);
-/// ```
-pub fn diagnostics_of<T: serde::Serialize>(stats: &T) -> Diagnostics {
-    match serde_json::to_value(stats) {
-        Ok(serde_json::Value::Object(map)) => map
-            .into_iter()
-            .filter_map(|(k, v)| v.as_u64().map(|n| (k, n)))
-            .collect(),
-        _ => Diagnostics::new(),
-    }
-}
 
 /// Forwards every method through a smart pointer, so `Box<dyn Substrate>` and
 /// `Arc<dyn Substrate>` are substrates too.

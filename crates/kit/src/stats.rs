@@ -24,10 +24,33 @@
 //! The invoking crate needs `serde` (the snapshot derives `Serialize`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use submem_core::Diagnostics;
 
 /// Adds `n` to `counter` (relaxed: counters order nothing).
 pub fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// The unsigned integer fields of a serialisable stats struct, by field
+/// name: how a substrate turns its snapshot into
+/// [`Substrate::diagnostics`](submem_core::Substrate::diagnostics) without
+/// listing the fields twice. Other fields are left out.
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Stats { llm_notes: u64, rule_notes: u64 }
+/// let d = submem_kit::stats::diagnostics_of(&Stats { llm_notes: 3, rule_notes: 1 });
+/// assert_eq!(d["llm_notes"], 3);
+/// assert_eq!(d["rule_notes"], 1);
+/// ```
+pub fn diagnostics_of<T: serde::Serialize>(stats: &T) -> Diagnostics {
+    match serde_json::to_value(stats) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(k, v)| v.as_u64().map(|n| (k, n)))
+            .collect(),
+        _ => Diagnostics::new(),
+    }
 }
 
 /// Declares a snapshot struct of `u64` counters and the struct of atomics

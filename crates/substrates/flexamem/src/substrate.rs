@@ -100,7 +100,7 @@ impl Substrate for FlexaMem {
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
-        submem_core::diagnostics_of(&self.stats())
+        submem_kit::stats::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {

@@ -441,7 +441,7 @@ impl Substrate for GistIndex {
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
-        submem_core::diagnostics_of(&self.stats())
+        submem_kit::stats::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {

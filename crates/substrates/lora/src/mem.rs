@@ -321,7 +321,7 @@ impl Substrate for LoraMemory {
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
-        submem_core::diagnostics_of(&self.stats())
+        submem_kit::stats::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {

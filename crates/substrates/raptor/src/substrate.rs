@@ -130,7 +130,7 @@ impl Substrate for Raptor {
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
-        submem_core::diagnostics_of(&self.stats())
+        submem_kit::stats::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {

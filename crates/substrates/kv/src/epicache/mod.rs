@@ -465,7 +465,7 @@ impl Substrate for EpiCache {
     }
 
     fn diagnostics(&self) -> submem_core::Diagnostics {
-        submem_core::diagnostics_of(&self.stats())
+        submem_kit::stats::diagnostics_of(&self.stats())
     }
 
     fn footprint(&self) -> Footprint {
