@@ -2,9 +2,11 @@
 //! so that a write lands whole or not at all: every event valid
 //! ([`Event::validate`]), no source id twice in the batch, none already
 //! stored in the namespace. Each substrate says what "already stored" means
-//! for its own store through a closure.
+//! for its own store through a closure. Beside it, the two other places a
+//! store meets its source ids: what a forget drops ([`stored_ids`]) and the
+//! id index a restore rebuilds ([`write_order_index`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use submem_core::{Error, Event, Result};
 
 /// Checks a write batch, in order: every event valid, no source id twice in
@@ -69,6 +71,34 @@ pub fn stored_ids(source_ids: &[String], stored: impl Fn(&str) -> bool) -> HashS
         .collect()
 }
 
+/// The index a restore rebuilds for a store kept in write order: each
+/// source id to its place in `items` (`(source id, position)` pairs, oldest
+/// first), checked as it is built: no source id twice, every position below
+/// `next_position`, positions strictly increasing. `Err` says what does not
+/// hold, for a restore to refuse the state with.
+pub fn write_order_index<'a>(
+    items: impl IntoIterator<Item = (&'a str, u64)>,
+    next_position: u64,
+) -> std::result::Result<HashMap<String, usize>, String> {
+    let mut index = HashMap::new();
+    let mut last: Option<u64> = None;
+    for (i, (id, position)) in items.into_iter().enumerate() {
+        if index.insert(id.to_string(), i).is_some() {
+            return Err(format!("source id {id:?} appears twice"));
+        }
+        if position >= next_position {
+            return Err(format!(
+                "source id {id:?} has position {position} beyond next position {next_position}"
+            ));
+        }
+        if last.is_some_and(|p| p >= position) {
+            return Err(format!("source id {id:?} is out of write order"));
+        }
+        last = Some(position);
+    }
+    Ok(index)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +137,17 @@ mod tests {
         });
         assert!(check_new_sources(std::slice::from_ref(&step), |_| false).is_ok());
         assert!(check_new_sources(&[step.clone(), step], |_| false).is_err());
+    }
+
+    #[test]
+    fn write_order_index_checks_ids_bounds_and_order() {
+        let index = write_order_index([("a", 0), ("b", 2)], 3).unwrap();
+        assert_eq!((index["a"], index["b"]), (0, 1));
+        let twice = write_order_index([("a", 0), ("a", 1)], 3).unwrap_err();
+        assert!(twice.contains("appears twice"), "{twice}");
+        let beyond = write_order_index([("a", 3)], 3).unwrap_err();
+        assert!(beyond.contains("beyond next position 3"), "{beyond}");
+        let order = write_order_index([("a", 1), ("b", 1)], 3).unwrap_err();
+        assert!(order.contains("out of write order"), "{order}");
     }
 }

@@ -14,29 +14,52 @@ use submem_core::{ChatRequest, Completion, Embedder, Llm, PrefixCaching, Service
 type Loader<T> = Box<dyn Fn() -> Result<T, ModelsError> + Send + Sync>;
 
 /// A model called `name` until its loader runs, on first use; a failed load
-/// is retried at the next use.
-struct Lazy<T: Clone> {
+/// is retried at the next use. [`LazyLlm`] and [`LazyEmbedder`] are the two
+/// kinds there are.
+pub struct Lazy<T: Loadable> {
     name: String,
-    kind: &'static str,
     loader: Loader<T>,
     cell: Mutex<Option<T>>,
 }
 
-impl<T: Clone> std::fmt::Debug for Lazy<T> {
+/// What a [`Lazy`] can hold: a shared model service, named for logs.
+pub trait Loadable: Clone + Send + Sync + 'static {
+    /// The kind of model, as logs name it (`LLM`, `embedder`).
+    const KIND: &'static str;
+}
+
+impl Loadable for Arc<dyn Llm> {
+    const KIND: &'static str = "LLM";
+}
+
+impl Loadable for Arc<dyn Embedder> {
+    const KIND: &'static str = "embedder";
+}
+
+/// An LLM loaded on its first call.
+pub type LazyLlm = Lazy<Arc<dyn Llm>>;
+
+/// An embedder loaded on first use.
+pub type LazyEmbedder = Lazy<Arc<dyn Embedder>>;
+
+impl<T: Loadable> std::fmt::Debug for Lazy<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lazy")
             .field("name", &self.name)
-            .field("kind", &self.kind)
+            .field("kind", &T::KIND)
             .finish_non_exhaustive()
     }
 }
 
-impl<T: Clone> Lazy<T> {
-    fn new(name: String, kind: &'static str, loader: Loader<T>) -> Self {
+impl<T: Loadable> Lazy<T> {
+    /// A model called `name` until loaded by `loader`.
+    pub fn new(
+        name: impl Into<String>,
+        loader: impl Fn() -> Result<T, ModelsError> + Send + Sync + 'static,
+    ) -> Self {
         Lazy {
-            name,
-            kind,
-            loader,
+            name: name.into(),
+            loader: Box::new(loader),
             cell: Mutex::new(None),
         }
     }
@@ -46,7 +69,7 @@ impl<T: Clone> Lazy<T> {
         if let Some(m) = cell.as_ref() {
             return Ok(m.clone());
         }
-        tracing::info!(model = %self.name, kind = self.kind, "loading model");
+        tracing::info!(model = %self.name, kind = T::KIND, "loading model");
         let m = (self.loader)().map_err(|e| ServiceError::Model {
             model: self.name.clone(),
             source: Box::new(e),
@@ -56,33 +79,19 @@ impl<T: Clone> Lazy<T> {
     }
 }
 
-/// An LLM loaded on its first call.
-#[derive(Debug)]
-pub struct LazyLlm(Lazy<Arc<dyn Llm>>);
-
-impl LazyLlm {
-    /// An LLM called `name` until loaded by `loader`.
-    pub fn new(
-        name: impl Into<String>,
-        loader: impl Fn() -> Result<Arc<dyn Llm>, ModelsError> + Send + Sync + 'static,
-    ) -> Self {
-        LazyLlm(Lazy::new(name.into(), "LLM", Box::new(loader)))
-    }
-}
-
 #[async_trait]
 impl Llm for LazyLlm {
     fn name(&self) -> &str {
-        &self.0.name
+        &self.name
     }
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, ServiceError> {
-        let llm = self.0.get()?;
+        let llm = self.get()?;
         llm.complete(request).await
     }
     /// Loads the model (a caller asking for the capability is about to use
     /// it) and passes its capability through; `None` if loading fails.
     fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
-        match self.0.get() {
+        match self.get() {
             Ok(llm) => llm.prefix_caching(),
             Err(e) => {
                 tracing::warn!(error = %e, "LLM unavailable; no prefix caching");
@@ -92,38 +101,24 @@ impl Llm for LazyLlm {
     }
 }
 
-/// An embedder loaded on first use.
-#[derive(Debug)]
-pub struct LazyEmbedder(Lazy<Arc<dyn Embedder>>);
-
-impl LazyEmbedder {
-    /// An embedder called `name` until loaded by `loader`.
-    pub fn new(
-        name: impl Into<String>,
-        loader: impl Fn() -> Result<Arc<dyn Embedder>, ModelsError> + Send + Sync + 'static,
-    ) -> Self {
-        LazyEmbedder(Lazy::new(name.into(), "embedder", Box::new(loader)))
-    }
-}
-
 #[async_trait]
 impl Embedder for LazyEmbedder {
     fn name(&self) -> &str {
-        &self.0.name
+        &self.name
     }
     /// Loads the model to learn its dimension; 0 (with an error logged) when
     /// it cannot be loaded — the next `embed` then reports the error.
     fn dimension(&self) -> usize {
-        match self.0.get() {
+        match self.get() {
             Ok(e) => e.dimension(),
             Err(err) => {
-                tracing::error!(embedder = %self.0.name, error = %err, "cannot load the embedder");
+                tracing::error!(embedder = %self.name, error = %err, "cannot load the embedder");
                 0
             }
         }
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError> {
-        let e = self.0.get()?;
+        let e = self.get()?;
         e.embed(texts).await
     }
 }

@@ -58,7 +58,7 @@ pub use config::{
 };
 pub use embedder::MiniLmEmbedder;
 pub use error::{ModelsError, Result};
-pub use lazy::{LazyEmbedder, LazyLlm};
+pub use lazy::{Lazy, LazyEmbedder, LazyLlm, Loadable};
 pub use llm::{GenerateOptions, GgufTokenizer, LocalLlm, LocalLlmOptions, PrefixCache, Speed};
 pub use locate::{resolve_embedder_dir, resolve_llm_gguf, ModelLocator};
 pub use openai::OpenAiClient;

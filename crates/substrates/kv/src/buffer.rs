@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use submem_kit::batch::stored_ids;
+use submem_kit::batch::{stored_ids, write_order_index};
 
 /// One stored event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,28 +29,21 @@ pub(crate) struct Buffer {
     pub ids: HashMap<String, usize>,
 }
 
+/// Each source id to its place among `ids`: the index of a store that has
+/// just dropped some of its entries (a restore checks more, with
+/// [`write_order_index`]).
+pub(crate) fn source_index<'a>(ids: impl Iterator<Item = &'a str>) -> HashMap<String, usize> {
+    ids.enumerate().map(|(i, id)| (id.to_string(), i)).collect()
+}
+
 impl Buffer {
     /// Rebuilds the id index after deserialisation; `Err` names a repeated id.
     pub fn reindex(&mut self) -> Result<(), String> {
-        self.ids.clear();
-        for (i, u) in self.units.iter().enumerate() {
-            if self.ids.insert(u.source_id.clone(), i).is_some() {
-                return Err(format!("source id {:?} appears twice", u.source_id));
-            }
-            if u.position >= self.next_position {
-                return Err(format!(
-                    "unit {:?} has position {} beyond next position {}",
-                    u.source_id, u.position, self.next_position
-                ));
-            }
-        }
-        if self
+        let units = self
             .units
-            .windows(2)
-            .any(|w| w[0].position >= w[1].position)
-        {
-            return Err("units are not in write order".into());
-        }
+            .iter()
+            .map(|u| (u.source_id.as_str(), u.position));
+        self.ids = write_order_index(units, self.next_position)?;
         Ok(())
     }
 
@@ -77,12 +70,7 @@ impl Buffer {
             return 0;
         }
         self.units.retain(|u| !drop.contains(u.source_id.as_str()));
-        self.ids = self
-            .units
-            .iter()
-            .enumerate()
-            .map(|(i, u)| (u.source_id.clone(), i))
-            .collect();
+        self.ids = source_index(self.units.iter().map(|u| u.source_id.as_str()));
         drop.len()
     }
 

@@ -11,10 +11,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use submem_core::{cosine, l2_normalize, PrefilledLlm, TokenCounter};
+use submem_kit::batch::write_order_index;
 use submem_kit::render::UNIT_SEPARATOR;
 
 use super::cluster::{kmeans, mean};
 use super::config::EpiCacheConfig;
+use crate::buffer::source_index;
 use crate::KvError;
 
 /// One stored turn or step.
@@ -94,31 +96,17 @@ impl Space {
     /// Rebuilds the id index and checks the saved state; `Err` says why it is
     /// inconsistent.
     pub fn reindex(&mut self, dimension: usize) -> Result<(), String> {
-        self.ids.clear();
-        for (i, t) in self.turns.iter().enumerate() {
-            if self.ids.insert(t.source_id.clone(), i).is_some() {
-                return Err(format!("source id {:?} appears twice", t.source_id));
-            }
-            if t.position >= self.next_position {
-                return Err(format!(
-                    "turn {:?} is beyond the next position",
-                    t.source_id
-                ));
-            }
-            if t.vector.len() != dimension {
-                return Err(format!(
-                    "turn {:?} has a {}-dim vector, the embedder gives {dimension}",
-                    t.source_id,
-                    t.vector.len()
-                ));
-            }
-        }
-        if self
+        let turns = self
             .turns
-            .windows(2)
-            .any(|w| w[0].position >= w[1].position)
-        {
-            return Err("turns are not in write order".into());
+            .iter()
+            .map(|t| (t.source_id.as_str(), t.position));
+        self.ids = write_order_index(turns, self.next_position)?;
+        if let Some(t) = self.turns.iter().find(|t| t.vector.len() != dimension) {
+            return Err(format!(
+                "turn {:?} has a {}-dim vector, the embedder gives {dimension}",
+                t.source_id,
+                t.vector.len()
+            ));
         }
         for e in &self.episodes {
             let members = e.segments.iter().flat_map(|s| s.positions.iter());
@@ -277,12 +265,7 @@ impl Space {
             return 0;
         }
         self.turns.retain(|t| !gone.contains(&t.position));
-        self.ids = self
-            .turns
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.source_id.clone(), i))
-            .collect();
+        self.ids = source_index(self.turns.iter().map(|t| t.source_id.as_str()));
         let episodes = std::mem::take(&mut self.episodes);
         for mut e in episodes {
             let touched = e
