@@ -65,18 +65,18 @@ macro_rules! open_name {
 open_name!(
     /// Which method a substrate implements: an open, validated name.
     ///
-    /// The two papers' methods are constants ([`MethodId::M1`] … [`MethodId::M11`],
-    /// [`MethodId::FLEXA_MEM`]); a substrate outside this workspace declares its
-    /// own with [`MethodId::new`] or [`MethodId::from_static`] without touching
-    /// this crate. Ids order the papers' methods by number first, so reports keep
-    /// M1 < M2 < … < M11 < FlexA-Mem, then every other id alphabetically, then
-    /// [`MethodId::ROUTED`].
+    /// Each crate declares the ids of the methods it implements (the papers'
+    /// `M1` … `M11` live in the family crates, as `submem_flat::M1`), with
+    /// [`MethodId::from_static`] for a constant or [`MethodId::new`] at run
+    /// time; this crate names none. Ids of the form `M<number>` (the papers'
+    /// numbering) order first, by number, so reports keep M1 < M2 < … < M11;
+    /// every other id follows in byte order.
     ///
     /// ```
     /// use submem_core::MethodId;
+    /// let (m2, m10) = (MethodId::from_static("M2"), MethodId::from_static("M10"));
     /// let recency = MethodId::new("recent-window")?;
-    /// assert!(MethodId::M2 < MethodId::M10 && MethodId::FLEXA_MEM < recency);
-    /// assert_eq!(MethodId::FLEXA_MEM.to_string(), "FlexA-Mem");
+    /// assert!(m2 < m10 && m10 < recency);
     /// assert!(MethodId::new("two words").is_err());
     /// # Ok::<(), submem_core::Error>(())
     /// ```
@@ -99,53 +99,15 @@ open_name!(
     "family"
 );
 
+/// Ids shown in another spelling than they are stored in: FlexA-Mem's id
+/// was fixed before ids could hold a `-`, and files written since spell it
+/// so; reports show, and read back, the paper's name.
+const SHOWN_AS: [(&str, &str); 1] = [("FlexAMem", "FlexA-Mem")];
+
 impl MethodId {
-    /// Dense vector, flat.
-    pub const M1: MethodId = MethodId::from_static("M1");
-    /// Sparse BM25, flat.
-    pub const M2: MethodId = MethodId::from_static("M2");
-    /// Gist index (ReadAgent).
-    pub const M3: MethodId = MethodId::from_static("M3");
-    /// Evolving notes (A-Mem).
-    pub const M4: MethodId = MethodId::from_static("M4");
-    /// Dual-level graph (LightRAG).
-    pub const M5: MethodId = MethodId::from_static("M5");
-    /// Hierarchical tree (RAPTOR).
-    pub const M6: MethodId = MethodId::from_static("M6");
-    /// Distilled strategies (ReasoningBank).
-    pub const M7: MethodId = MethodId::from_static("M7");
-    /// Skill bundles (MemSkill).
-    pub const M8: MethodId = MethodId::from_static("M8");
-    /// LoRA adapter.
-    pub const M9: MethodId = MethodId::from_static("M9");
-    /// Full context.
-    pub const M10: MethodId = MethodId::from_static("M10");
-    /// Episode-clustered re-prefill (EpiCache).
-    pub const M11: MethodId = MethodId::from_static("M11");
-    /// FlexA-Mem (shown as `FlexA-Mem`; the id is `FlexAMem`, as files written
-    /// before ids were open spell it).
-    pub const FLEXA_MEM: MethodId = MethodId::from_static("FlexAMem");
-    /// The paper's no-memory row.
-    pub const NO_MEMORY: MethodId = MethodId::from_static("NoMemory");
-    /// Several substrates behind a router (`submem-router`).
-    pub const ROUTED: MethodId = MethodId::from_static("Routed");
-
-    /// The paper method's number (M1 → 1 … M11 → 11, FlexA-Mem → 12), else
-    /// `None`.
-    fn paper_rank(&self) -> Option<u32> {
-        if *self == MethodId::FLEXA_MEM {
-            return Some(12);
-        }
-        let n: u32 = self.0.strip_prefix('M')?.parse().ok()?;
-        (1..=11).contains(&n).then_some(n)
-    }
-
-    fn sort_key(&self) -> (u8, u32, &str) {
-        match self.paper_rank() {
-            Some(n) => (0, n, ""),
-            None if *self == MethodId::ROUTED => (2, 0, ""),
-            None => (1, 0, self.as_str()),
-        }
+    fn sort_key(&self) -> (bool, u32, &str) {
+        let number = self.0.strip_prefix('M').and_then(|n| n.parse().ok());
+        (number.is_none(), number.unwrap_or(0), self.as_str())
     }
 }
 
@@ -164,9 +126,8 @@ impl Ord for MethodId {
 impl<'de> Deserialize<'de> for MethodId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        // Reports name FlexA-Mem by its display form; read it back as the id.
-        if name == "FlexA-Mem" {
-            return Ok(MethodId::FLEXA_MEM);
+        if let Some((id, _)) = SHOWN_AS.iter().find(|(_, shown)| *shown == name) {
+            return Ok(MethodId::from_static(id));
         }
         MethodId::new(name).map_err(serde::de::Error::custom)
     }
@@ -174,11 +135,8 @@ impl<'de> Deserialize<'de> for MethodId {
 
 impl fmt::Display for MethodId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if *self == MethodId::FLEXA_MEM {
-            f.write_str("FlexA-Mem")
-        } else {
-            f.write_str(&self.0)
-        }
+        let shown = SHOWN_AS.iter().find(|(id, _)| *id == self.0);
+        f.write_str(shown.map_or(&*self.0, |(_, shown)| shown))
     }
 }
 
@@ -438,3 +396,62 @@ macro_rules! forward_substrate {
 use std::sync::Arc;
 forward_substrate!(Box);
 forward_substrate!(Arc);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &'static str) -> MethodId {
+        MethodId::from_static(name)
+    }
+
+    #[test]
+    fn papers_numbering_orders_first_then_byte_order() {
+        let mut ids = vec![
+            id("Routed"),
+            id("recent-window"),
+            id("M10"),
+            id("Pieces"),
+            id("FlexAMem"),
+            id("M2"),
+            id("NoMemory"),
+            id("M11"),
+            id("M1"),
+            id("Hybrid"),
+        ];
+        ids.sort();
+        let names: Vec<&str> = ids.iter().map(MethodId::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "M1",
+                "M2",
+                "M10",
+                "M11",
+                "FlexAMem",
+                "Hybrid",
+                "NoMemory",
+                "Pieces",
+                "Routed",
+                "recent-window"
+            ]
+        );
+        // Ord agrees with Eq: two spellings of one number stay apart.
+        assert_ne!(id("M01").cmp(&id("M1")), std::cmp::Ordering::Equal);
+    }
+
+    #[test]
+    fn flexa_mem_is_shown_and_read_back_by_its_papers_name() {
+        assert_eq!(id("FlexAMem").to_string(), "FlexA-Mem");
+        assert_eq!(
+            serde_json::to_string(&id("FlexAMem")).unwrap(),
+            r#""FlexAMem""#
+        );
+        for written in [r#""FlexA-Mem""#, r#""FlexAMem""#] {
+            let back: MethodId = serde_json::from_str(written).unwrap();
+            assert_eq!(back, id("FlexAMem"));
+        }
+        let bad = serde_json::from_str::<MethodId>(r#""two words""#).unwrap_err();
+        assert!(bad.to_string().contains("method id"), "{bad}");
+    }
+}

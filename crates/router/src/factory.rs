@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use submem_core::plugin::{
     BuildContext, LlmUse, MemberBuilder, SubstrateFactory, SubstrateSettings,
 };
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::{Error, Family, Result};
 
 /// Members when `members` is not given.
 pub const DEFAULT_MEMBERS: &str = "m1+m2+m10+flexa";
@@ -129,7 +129,7 @@ fn check_names(s: &RouterSettings, members: Option<&dyn MemberBuilder>) -> Resul
 
 /// The `router` factory.
 pub fn router_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("router", MethodId::ROUTED, Family::COMPOSITE)
+    SubstrateFactory::builder("router", crate::ROUTED, Family::COMPOSITE)
         .aliases(&["routed"])
         .paper("Harness the Memory, routing findings (section 5)")
         .summary("one substrate per query, chosen by regime, history depth and budget")

@@ -18,13 +18,14 @@
 //! [`RoutedSubstrate::explain`] says why a query went where it went.
 //!
 //! ```
-//! use submem_core::{MethodId, Regime};
+//! use submem_core::Regime;
+//! use submem_router::paper::{FLEXA_MEM, M1, M2};
 //! use submem_router::{RoutingPolicy, RoutingSignal};
 //!
 //! let policy = RoutingPolicy::default();
 //! let signal = RoutingSignal { regime: Regime::Agentic, history_tokens: 200_000, allowance: 3_000, budget: 4_096 };
-//! let decision = policy.decide(&signal, &[MethodId::M1, MethodId::M2, MethodId::FLEXA_MEM]).unwrap();
-//! assert_eq!(decision.method, MethodId::FLEXA_MEM);
+//! let decision = policy.decide(&signal, &[M1, M2, FLEXA_MEM]).unwrap();
+//! assert_eq!(decision.method, FLEXA_MEM);
 //! assert_eq!(decision.top_k, 1);
 //! ```
 #![warn(missing_docs)]
@@ -35,10 +36,14 @@ pub mod factory;
 pub mod fit;
 pub mod fitted;
 pub mod names;
+pub mod paper;
 pub mod policy;
 pub mod routed;
 pub mod signals;
 pub mod split;
+
+/// The method id of a router's [`RoutedSubstrate`].
+pub const ROUTED: submem_core::MethodId = submem_core::MethodId::from_static("Routed");
 
 pub use explain::{CellExplanation, Explanation};
 pub use factory::{factories, router_factory, RouterSettings};

@@ -4,6 +4,7 @@
 //! ([`RouteNames::new`]); [`RouteNames::papers`] is the papers' methods alone,
 //! for code without a registry.
 
+use crate::paper;
 use submem_core::MethodId;
 
 /// One routable name.
@@ -24,12 +25,11 @@ pub struct RouteName {
 /// keeps them apart from the default of the same method.
 ///
 /// ```
-/// use submem_core::MethodId;
-/// use submem_router::RouteNames;
+/// use submem_router::{paper, RouteNames};
 /// let names = RouteNames::papers();
-/// assert_eq!(names.parse_method("BM25"), Some(MethodId::M2));
+/// assert_eq!(names.parse_method("BM25"), Some(paper::M2));
 /// assert_eq!(names.canonical_name("bm25"), Some("m2"));
-/// assert_eq!(names.method_name(&MethodId::FLEXA_MEM), Some("flexa"));
+/// assert_eq!(names.method_name(&paper::FLEXA_MEM), Some("flexa"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteNames {
@@ -61,26 +61,26 @@ impl RouteNames {
     /// The papers' routable substrates under their built-in names.
     pub fn papers() -> Self {
         let table: &[(&str, &str, MethodId)] = &[
-            ("m1", "m1", MethodId::M1),
-            ("dense", "m1", MethodId::M1),
-            ("m1-fill", "m1-fill", MethodId::M1),
-            ("dense-fill", "m1-fill", MethodId::M1),
-            ("m2", "m2", MethodId::M2),
-            ("bm25", "m2", MethodId::M2),
-            ("m2-fill", "m2-fill", MethodId::M2),
-            ("bm25-fill", "m2-fill", MethodId::M2),
-            ("m3", "m3", MethodId::M3),
-            ("m4", "m4", MethodId::M4),
-            ("m5", "m5", MethodId::M5),
-            ("m6", "m6", MethodId::M6),
-            ("m7", "m7", MethodId::M7),
-            ("m8", "m8", MethodId::M8),
-            ("m9", "m9", MethodId::M9),
-            ("m10", "m10", MethodId::M10),
-            ("full-context", "m10", MethodId::M10),
-            ("m11", "m11", MethodId::M11),
-            ("flexa", "flexa", MethodId::FLEXA_MEM),
-            ("flexamem", "flexa", MethodId::FLEXA_MEM),
+            ("m1", "m1", paper::M1),
+            ("dense", "m1", paper::M1),
+            ("m1-fill", "m1-fill", paper::M1),
+            ("dense-fill", "m1-fill", paper::M1),
+            ("m2", "m2", paper::M2),
+            ("bm25", "m2", paper::M2),
+            ("m2-fill", "m2-fill", paper::M2),
+            ("bm25-fill", "m2-fill", paper::M2),
+            ("m3", "m3", paper::M3),
+            ("m4", "m4", paper::M4),
+            ("m5", "m5", paper::M5),
+            ("m6", "m6", paper::M6),
+            ("m7", "m7", paper::M7),
+            ("m8", "m8", paper::M8),
+            ("m9", "m9", paper::M9),
+            ("m10", "m10", paper::M10),
+            ("full-context", "m10", paper::M10),
+            ("m11", "m11", paper::M11),
+            ("flexa", "flexa", paper::FLEXA_MEM),
+            ("flexamem", "flexa", paper::FLEXA_MEM),
         ];
         RouteNames::new(
             table

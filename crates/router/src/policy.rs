@@ -126,41 +126,28 @@ fn rule(
     }
 }
 
-/// The papers' methods under short names, for the rule tables.
-pub(crate) mod paper_methods {
-    use submem_core::MethodId;
-    pub const M1: MethodId = MethodId::M1;
-    pub const M2: MethodId = MethodId::M2;
-    pub const M5: MethodId = MethodId::M5;
-    pub const M7: MethodId = MethodId::M7;
-    pub const M8: MethodId = MethodId::M8;
-    pub const M10: MethodId = MethodId::M10;
-    pub const M11: MethodId = MethodId::M11;
-    pub const FLEXA: MethodId = MethodId::FLEXA_MEM;
-}
-
 impl Default for RoutingPolicy {
     fn default() -> Self {
-        use paper_methods::*;
+        use crate::paper::*;
         use Depth::*;
         use Regime::*;
         RoutingPolicy {
             tight_budget: 4096,
             long_history_factor: 32,
             rules: vec![
-                rule(Conversational, &[Fits], None, &[M10, FLEXA, M2], 10,
+                rule(Conversational, &[Fits], None, &[M10, FLEXA_MEM, M2], 10,
                     "the whole history fits: show it verbatim"),
-                rule(Agentic, &[Fits], None, &[M10, FLEXA, M7], 3,
+                rule(Agentic, &[Fits], None, &[M10, FLEXA_MEM, M7], 3,
                     "the whole trajectory fits: show it verbatim"),
-                rule(Conversational, &[Moderate, Long], Some(true), &[FLEXA, M2, M1], 10,
+                rule(Conversational, &[Moderate, Long], Some(true), &[FLEXA_MEM, M2, M1], 10,
                     "tight budget: raw-text-keeping memories beat LLM-written ones"),
-                rule(Conversational, &[Moderate], Some(false), &[M5, FLEXA, M2, M10, M1], 20,
+                rule(Conversational, &[Moderate], Some(false), &[M5, FLEXA_MEM, M2, M10, M1], 20,
                     "QA over moderate dialogue: broad retrieval helps; the graph leads"),
-                rule(Conversational, &[Long], Some(false), &[M2, FLEXA, M1], 20,
+                rule(Conversational, &[Long], Some(false), &[M2, FLEXA_MEM, M1], 20,
                     "QA over long dialogue: graph rebuilds and full context hit limits; BM25 is cheapest"),
-                rule(Agentic, &[Moderate, Long], Some(true), &[FLEXA, M7, M11, M2], 1,
+                rule(Agentic, &[Moderate, Long], Some(true), &[FLEXA_MEM, M7, M11, M2], 1,
                     "tight agentic budget: unit recovery keeps the observation in view"),
-                rule(Agentic, &[Moderate, Long], Some(false), &[M7, M11, FLEXA, M8, M2, M1], 1,
+                rule(Agentic, &[Moderate, Long], Some(false), &[M7, M11, FLEXA_MEM, M8, M2, M1], 1,
                     "agentic decisions: breadth hurts; distilled strategies and episode re-prefill lead"),
             ],
         }
@@ -207,7 +194,7 @@ impl RoutingPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::paper_methods::*;
+    use crate::paper::*;
 
     fn signal(regime: Regime, history_tokens: u64, budget: usize) -> RoutingSignal {
         RoutingSignal {
@@ -248,7 +235,7 @@ mod tests {
     #[test]
     fn regimes_reverse_the_preferred_breadth() {
         let p = RoutingPolicy::default();
-        let all = [M1, M2, M5, M7, M10, M11, FLEXA];
+        let all = [M1, M2, M5, M7, M10, M11, FLEXA_MEM];
         let qa = p
             .decide(&signal(Regime::Conversational, 100_000, 16_384), &all)
             .unwrap();
@@ -266,10 +253,10 @@ mod tests {
         let d = p
             .decide(
                 &signal(Regime::Conversational, 100_000, 2048),
-                &[M1, M2, M5, FLEXA],
+                &[M1, M2, M5, FLEXA_MEM],
             )
             .unwrap();
-        assert_eq!(d.method, FLEXA);
+        assert_eq!(d.method, FLEXA_MEM);
         let d = p
             .decide(
                 &signal(Regime::Conversational, 100_000, 2048),
@@ -299,7 +286,7 @@ mod tests {
             .unwrap();
         assert_eq!(d.method, M1);
         assert!(p
-            .decide(&signal(Regime::Agentic, 100_000, 16_384), &[MethodId::M9])
+            .decide(&signal(Regime::Agentic, 100_000, 16_384), &[M9])
             .is_none());
     }
 

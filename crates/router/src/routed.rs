@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use crate::paper;
 use submem_core::{
     Diagnostics, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query,
     Recall, Result, Substrate, SubstrateInfo, TokenCounter, WriteReport,
@@ -96,7 +97,7 @@ impl RoutedSubstrate {
         let mut names = BTreeMap::new();
         for (name, m) in members {
             let method = m.info().method;
-            if method == MethodId::ROUTED {
+            if method == crate::ROUTED {
                 return Err(RouterError::NestedRouter.into());
             }
             let canonical = match route_names.canonical_name(&name) {
@@ -272,7 +273,7 @@ impl RoutedSubstrate {
     async fn measure_signals(&self, query: &Query, k: usize) -> Result<Signals> {
         let probe = query.clone().with_top_k(k);
         let mut recalls = Vec::new();
-        for method in [MethodId::M2, MethodId::M1] {
+        for method in [paper::M2, paper::M1] {
             recalls.push(match self.members.get(&method) {
                 Some(m) => Some(m.read(&probe).await?),
                 None => None,
@@ -323,7 +324,7 @@ impl RoutedSubstrate {
         let (decision, applied) = self.decide_with_signals(query).await?;
         let signals = match applied {
             Some(s) => Some(s),
-            None if self.members.contains_key(&MethodId::M2) => Some(
+            None if self.members.contains_key(&paper::M2) => Some(
                 self.measure_signals(
                     query,
                     self.signals
@@ -416,7 +417,7 @@ impl Substrate for RoutedSubstrate {
                 .collect::<Vec<_>>()
                 .join(",")
         );
-        let mut info = SubstrateInfo::new(MethodId::ROUTED, Family::COMPOSITE, name)
+        let mut info = SubstrateInfo::new(crate::ROUTED, Family::COMPOSITE, name)
             .with_llm(self.members.values().any(|m| m.info().needs_llm));
         info.training_free = self.members.values().all(|m| m.info().training_free);
         info

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
+use crate::paper;
 use submem_core::{MethodId, Recall};
 
 /// Settings of the signal rule.
@@ -35,7 +36,7 @@ impl Default for SignalSettings {
             k: 5,
             min_agreement: 0.4,
             min_margin: 0.1,
-            confident: MethodId::M2,
+            confident: paper::M2,
         }
     }
 }

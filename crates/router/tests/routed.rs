@@ -9,10 +9,11 @@ use std::sync::Arc;
 use submem_core::test_utils::test_services;
 use submem_core::testing::{fixture_conversation, run_conformance, ConformanceOptions};
 use submem_core::Regime;
-use submem_core::{Event, MethodId, Namespace, Query, Substrate, Turn};
+use submem_core::{Event, Namespace, Query, Substrate, Turn};
 use submem_flat::{DenseConfig, DenseMemory, SparseConfig, SparseMemory};
 use submem_kv::{FullContext, FullContextConfig};
 use submem_router::fitted::{Cell, Choice, Compose, Evidence};
+use submem_router::paper;
 use submem_router::{
     Depth, FitSettings, Origin, PolicyFile, QualityMetric, RoutedSubstrate, RoutingPolicy,
     SignalSettings,
@@ -54,7 +55,7 @@ async fn reads_move_from_full_context_to_retrieval_as_history_grows() {
         .unwrap();
     let q = Query::question(ns.clone(), "Who is my violin teacher?", 4096);
     let d = r.decide(&q).unwrap();
-    assert_eq!((d.method, d.depth), (MethodId::M10, Depth::Fits));
+    assert_eq!((d.method, d.depth), (paper::M10, Depth::Fits));
 
     let filler: Vec<Event> = (0..400).map(long_turn).collect();
     r.write(&ns, &filler).await.unwrap();
@@ -62,7 +63,7 @@ async fn reads_move_from_full_context_to_retrieval_as_history_grows() {
     assert_eq!(d.depth, Depth::Moderate);
     assert_eq!(
         d.method,
-        MethodId::M2,
+        paper::M2,
         "tight budget, no FlexA-Mem member: BM25"
     );
 
@@ -160,7 +161,7 @@ async fn a_fitted_cell_decides_and_other_cells_fall_back_to_the_rules() {
     let d = r.decide(&q).unwrap();
     assert_eq!(
         (d.method, d.top_k, d.origin),
-        (MethodId::M10, 3, Origin::Fitted)
+        (paper::M10, 3, Origin::Fitted)
     );
     assert!(d.reason.contains("coverage 0.625"), "{}", d.reason);
     // 8192 is in another budget bucket, for which the file has no cell.
@@ -172,7 +173,7 @@ async fn a_fitted_cell_decides_and_other_cells_fall_back_to_the_rules() {
     let r = routed().with_fitted(policy("flexa", None));
     let ns = moderate(&r).await;
     let d = r.decide(&Query::question(ns, "Who?", 2048)).unwrap();
-    assert_eq!((d.method, d.origin), (MethodId::M2, Origin::Rule));
+    assert_eq!((d.method, d.origin), (paper::M2, Origin::Rule));
 }
 
 #[tokio::test]
@@ -182,7 +183,7 @@ async fn composed_reads_share_the_budget_and_show_each_turn_once() {
     let q =
         Query::question(ns.clone(), "Who is my violin teacher?", 2048).with_fixed_prompt_tokens(50);
     let d = r.decide(&q).unwrap();
-    assert_eq!(d.secondary, Some((MethodId::M10, 0.5)));
+    assert_eq!(d.secondary, Some((paper::M10, 0.5)));
     let recall = r.read(&q).await.unwrap();
     assert!(
         recall.tokens <= q.allowance(),
@@ -208,7 +209,7 @@ async fn composed_reads_share_the_budget_and_show_each_turn_once() {
 
     // Forced composition via the builder, and its validation.
     let forced = routed()
-        .with_composition(MethodId::M10, MethodId::M2, 0.3)
+        .with_composition(paper::M10, paper::M2, 0.3)
         .unwrap();
     let ns = moderate(&forced).await;
     let q = Query::question(ns, "Who is my violin teacher?", 2048);
@@ -216,10 +217,10 @@ async fn composed_reads_share_the_budget_and_show_each_turn_once() {
     let recall = forced.read(&q).await.unwrap();
     assert!(recall.tokens <= q.allowance());
     assert!(routed()
-        .with_composition(MethodId::M2, MethodId::FLEXA_MEM, 0.5)
+        .with_composition(paper::M2, paper::FLEXA_MEM, 0.5)
         .is_err());
     assert!(routed()
-        .with_composition(MethodId::M2, MethodId::M10, 1.0)
+        .with_composition(paper::M2, paper::M10, 1.0)
         .is_err());
 }
 
@@ -244,7 +245,7 @@ async fn confident_signals_send_the_read_to_bm25() {
     assert!(s.agreement.is_some() && s.bm25_margin.is_some(), "{s:?}");
     assert_eq!(
         (e.decision.method, e.decision.origin),
-        (MethodId::M2, Origin::Signal)
+        (paper::M2, Origin::Signal)
     );
     assert!(r.read(&q).await.unwrap().text.contains("zanzibarite"));
     // Impossible thresholds never act.
@@ -328,7 +329,7 @@ async fn a_fitted_choice_is_followed_only_by_the_member_of_that_name() {
     let ns = moderate(&r).await;
     let q = Query::question(ns.clone(), "Who is my violin teacher?", 2048);
     let d = r.decide(&q).unwrap();
-    assert_eq!((d.method, d.origin), (MethodId::M2, Origin::Fitted));
+    assert_eq!((d.method, d.origin), (paper::M2, Origin::Fitted));
     let e = r.explain(&q).await.unwrap();
     assert_eq!(e.route, "m2-fill");
     assert!(e.to_string().contains("route: m2-fill"), "{e}");

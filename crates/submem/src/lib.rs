@@ -44,6 +44,7 @@ mod nomem;
 pub mod registry;
 
 pub use error::RegistryError;
+pub use nomem::NO_MEMORY;
 
 pub use registry::{builtin_factories, Registry, SubstrateSpec};
 pub use submem_core::*;

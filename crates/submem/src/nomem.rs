@@ -13,10 +13,13 @@ use submem_core::{
     SubstrateInfo, WriteReport,
 };
 
+/// The method id of the no-memory baseline.
+pub const NO_MEMORY: MethodId = MethodId::from_static("NoMemory");
+
 /// This crate's own baselines' factories: `nomem`.
 pub fn factories() -> Vec<SubstrateFactory> {
     vec![
-        SubstrateFactory::builder("nomem", MethodId::NO_MEMORY, Family::BASELINE)
+        SubstrateFactory::builder("nomem", NO_MEMORY, Family::BASELINE)
             .aliases(&["no-memory"])
             .paper("Harness the Memory, the NoMem row")
             .summary("shows nothing: the reader template with an empty memory block")
@@ -31,7 +34,7 @@ pub struct NoMemory;
 #[async_trait]
 impl Substrate for NoMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::NO_MEMORY, Family::BASELINE, "no-memory")
+        SubstrateInfo::new(NO_MEMORY, Family::BASELINE, "no-memory")
     }
     async fn write(&self, _namespace: &Namespace, events: &[Event]) -> Result<WriteReport> {
         Ok(WriteReport {

@@ -118,7 +118,7 @@ fn a_registry_is_extended_and_overridden_by_code() {
     // A canonical name wins over a later alias.
     assert_eq!(r.resolve("m2").unwrap().name(), "m2");
     assert!(r.build(&spec("mine"), services).is_ok());
-    let bad = SubstrateFactory::builder("Bad Name", MethodId::M1, Family::FLAT)
+    let bad = SubstrateFactory::builder("Bad Name", MethodId::from_static("M1"), Family::FLAT)
         .build_without_settings(|_| Ok(Arc::new(submem::baselines::NoMemory)));
     assert!(Registry::empty().try_with(bad).is_err());
 }

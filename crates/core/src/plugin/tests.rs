@@ -155,11 +155,12 @@ fn descriptions_list_defaults_kinds_and_docs() {
     assert_eq!(by_key("fill").kind, "boolean");
     assert_eq!(by_key("lambda").default, serde_json::json!(0.8));
     assert_eq!(by_key("lambda").doc, "A discount.");
-    let bad = SubstrateFactory::builder("Bad Name", MethodId::M1, Family::FLAT)
+    let bad = SubstrateFactory::builder("Bad Name", MethodId::from_static("M1"), Family::FLAT)
         .build_without_settings(|_| Err(Error::InvalidInput("x".into())));
     assert!(bad.validate().is_err());
-    let none = SubstrateFactory::builder("none", MethodId::NO_MEMORY, Family::BASELINE)
-        .build_without_settings(|_| Err(Error::InvalidInput("x".into())));
+    let none =
+        SubstrateFactory::builder("none", MethodId::from_static("NoMemory"), Family::BASELINE)
+            .build_without_settings(|_| Err(Error::InvalidInput("x".into())));
     // Reading the pairs refuses an unknown key at once, and so does a check
     // of settings made some other way (JSON from a server).
     let e = none

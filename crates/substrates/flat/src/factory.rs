@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory, SubstrateSettings};
-use submem_core::{Family, MethodId, Result};
+use submem_core::{Family, Result};
 
 use crate::hybrid::HYBRID;
 use crate::pieces::PIECES;
@@ -40,7 +40,7 @@ pub fn dense_factory(fill: bool) -> SubstrateFactory {
             "dense vectors (MiniLM + HNSW), top-k turns",
         )
     };
-    SubstrateFactory::builder(name, MethodId::M1, Family::FLAT)
+    SubstrateFactory::builder(name, crate::M1, Family::FLAT)
         .aliases(aliases)
         .paper(format!("{PAPER}, M1"))
         .summary(summary)
@@ -62,7 +62,7 @@ pub fn sparse_factory(fill: bool) -> SubstrateFactory {
     } else {
         ("m2", &["bm25"], "BM25 (tantivy), top-k turns")
     };
-    SubstrateFactory::builder(name, MethodId::M2, Family::FLAT)
+    SubstrateFactory::builder(name, crate::M2, Family::FLAT)
         .aliases(aliases)
         .paper(format!("{PAPER}, M2"))
         .summary(summary)

@@ -122,6 +122,11 @@ pub mod pieces;
 pub mod sparse;
 mod unit;
 
+/// The method id of dense vector memory (*Harness the Memory*, M1).
+pub const M1: submem_core::MethodId = submem_core::MethodId::from_static("M1");
+/// The method id of sparse BM25 memory (*Harness the Memory*, M2).
+pub const M2: submem_core::MethodId = submem_core::MethodId::from_static("M2");
+
 pub use dense::{DenseConfig, DenseMemory};
 pub use error::FlatError;
 pub use factory::factories;

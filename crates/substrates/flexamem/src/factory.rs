@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{FlexaConfig, FlexaMem};
 
@@ -27,7 +27,7 @@ submem_core::settings_checked_by_validate!(FlexaConfig);
 /// `base`'s recovery defaults, which are no setting.
 fn factory(name: &str, aliases: &[&str], summary: &str, base: FlexaConfig) -> SubstrateFactory {
     let defaults = base.recovery_defaults;
-    SubstrateFactory::builder(name, MethodId::FLEXA_MEM, Family::WRITE_ONCE_RENDER)
+    SubstrateFactory::builder(name, crate::FLEXA_MEM, Family::WRITE_ONCE_RENDER)
         .aliases(aliases)
         .paper("FlexA-Mem")
         .summary(summary)
@@ -259,7 +259,7 @@ mod tests {
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         for f in factories() {
             let s = f.build(&ctx, &Settings::new()).unwrap();
-            assert_eq!(s.info().method, MethodId::FLEXA_MEM);
+            assert_eq!(s.info().method, crate::FLEXA_MEM);
             assert!(!s.info().needs_llm);
         }
         let s = flexa

@@ -200,6 +200,10 @@ mod substrate;
 pub mod timeline;
 pub mod vectors;
 
+/// The method id of FlexA-Mem (shown as `FlexA-Mem`; the id is `FlexAMem`, as files
+/// written before ids could hold a `-` spell it).
+pub const FLEXA_MEM: submem_core::MethodId = submem_core::MethodId::from_static("FlexAMem");
+
 pub use config::{FlexaConfig, PieceSizes, Ranking, RecoveryDefaults, RecoveryMode};
 pub use error::FlexaError;
 pub use factory::factories;

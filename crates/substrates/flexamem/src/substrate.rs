@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use std::path::Path;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, ReadTrace,
-    Recall, Result, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, ReadTrace, Recall,
+    Result, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::persist::{begin_persist, check_manifest, write_manifest};
@@ -18,7 +18,7 @@ use crate::FlexaError;
 #[async_trait]
 impl Substrate for FlexaMem {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::FLEXA_MEM, Family::WRITE_ONCE_RENDER, "flexamem")
+        SubstrateInfo::new(crate::FLEXA_MEM, Family::WRITE_ONCE_RENDER, "flexamem")
             .with_llm(self.services.llm.is_some())
     }
 

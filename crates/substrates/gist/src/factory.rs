@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{GistConfig, GistIndex};
 
@@ -13,7 +13,7 @@ submem_core::settings_checked_by_validate!(GistConfig);
 /// `m3`: pages with one-sentence gists; a read expands the pages the LLM
 /// (or, without one, BM25) selects.
 pub fn gist_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m3", MethodId::M3, Family::TEXT_RECORD)
+    SubstrateFactory::builder("m3", crate::M3, Family::TEXT_RECORD)
         .aliases(&["readagent"])
         .paper("Harness the Memory, M3")
         .summary("gist index (ReadAgent): paged history with gists; rule gists and BM25 page selection without an LLM")
@@ -63,6 +63,6 @@ mod tests {
         let ctx = BuildContext::new(submem_core::test_utils::test_services(None));
         let s = f.build(&ctx, &Settings::new()).unwrap();
         assert!(!s.info().needs_llm);
-        assert_eq!(s.info().method, MethodId::M3);
+        assert_eq!(s.info().method, crate::M3);
     }
 }

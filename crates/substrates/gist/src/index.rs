@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use submem_core::{
-    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
-    Services, Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result, Services,
+    Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::spaces::Spaces;
@@ -313,7 +313,7 @@ impl Substrate for GistIndex {
     fn info(&self) -> SubstrateInfo {
         let rule = self.rule_mode();
         SubstrateInfo::new(
-            MethodId::M3,
+            crate::M3,
             Family::TEXT_RECORD,
             if rule {
                 "gist-index-rule"

@@ -70,6 +70,9 @@ mod select;
 mod shelf;
 mod text;
 
+/// The method id of the gist index (ReadAgent; *Harness the Memory*, M3).
+pub const M3: submem_core::MethodId = submem_core::MethodId::from_static("M3");
+
 pub use config::GistConfig;
 pub use error::GistError;
 pub use factory::factories;

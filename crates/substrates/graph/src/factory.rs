@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{GraphConfig, GraphMemory};
 
@@ -14,7 +14,7 @@ submem_core::settings_checked_by_validate!(GraphConfig);
 /// `m5`: LightRAG's dual-level graph (entities, relations and dense chunks,
 /// fused by reciprocal rank).
 pub fn graph_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m5", MethodId::M5, Family::STRUCTURAL)
+    SubstrateFactory::builder("m5", crate::M5, Family::STRUCTURAL)
         .aliases(&["lightrag"])
         .paper("Harness the Memory, M5")
         .summary("dual-level graph (LightRAG): entity-relation graph + dense chunks, RRF; rule extraction without an LLM")

@@ -83,6 +83,9 @@ pub mod retrieve;
 pub mod store;
 mod substrate;
 
+/// The method id of the dual-level graph (LightRAG; *Harness the Memory*, M5).
+pub const M5: submem_core::MethodId = submem_core::MethodId::from_static("M5");
+
 pub use config::{Extractor, GraphConfig};
 pub use error::GraphError;
 pub use factory::factories;

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result,
+    Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::persist::{load_states, save_states, NamespaceStates};
@@ -25,7 +25,7 @@ pub const STATE_FILE: &str = "graph.json";
 #[async_trait]
 impl Substrate for GraphMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M5, Family::STRUCTURAL, "dual-level-graph")
+        SubstrateInfo::new(crate::M5, Family::STRUCTURAL, "dual-level-graph")
             .with_llm(self.uses_llm())
     }
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{EpiCache, EpiCacheConfig, FullContext, FullContextConfig, ReaderHead};
 
@@ -18,7 +18,7 @@ const PAPER: &str = "Harness the Memory";
 /// `m10`: the whole history, newest first until the budget is spent. It
 /// takes no settings.
 pub fn full_context_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m10", MethodId::M10, Family::ACTIVATION)
+    SubstrateFactory::builder("m10", crate::M10, Family::ACTIVATION)
         .aliases(&["full-context"])
         .paper(format!("{PAPER}, M10"))
         .summary("full context: the newest history that fits the budget")
@@ -37,7 +37,7 @@ submem_core::settings_checked_by_validate!(EpiCacheConfig);
 /// memory LLM their KV caches are prefilled under the head of the build
 /// context's reader prompt and served as the recall's reader.
 pub fn epicache_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m11", MethodId::M11, Family::ACTIVATION)
+    SubstrateFactory::builder("m11", crate::M11, Family::ACTIVATION)
         .aliases(&["epicache"])
         .paper(format!("{PAPER}, M11"))
         .summary("episode re-prefill (EpiCache): k-means episodes, the query's nearest shown; KV caches prefilled when the memory LLM is local")

@@ -50,6 +50,11 @@ pub mod epicache;
 mod error;
 pub mod factory;
 
+/// The method id of full context (*Harness the Memory*, M10).
+pub const M10: submem_core::MethodId = submem_core::MethodId::from_static("M10");
+/// The method id of episode-clustered re-prefill (EpiCache; *Harness the Memory*, M11).
+pub const M11: submem_core::MethodId = submem_core::MethodId::from_static("M11");
+
 pub use config::FullContextConfig;
 pub use epicache::{EpiCache, EpiCacheConfig, EpiCacheStats, ReaderHead};
 pub use error::KvError;
@@ -59,8 +64,8 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::path::Path;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Result, Services,
-    Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, Namespace, Query, Recall, Result, Services, Substrate,
+    SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::persist::{begin_persist, check_manifest, read_json, write_json, write_manifest};
@@ -117,7 +122,7 @@ fn stored_in(existing: Option<&Buffer>) -> impl Fn(&str) -> bool + '_ {
 #[async_trait]
 impl Substrate for FullContext {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M10, Family::ACTIVATION, "full-context")
+        SubstrateInfo::new(crate::M10, Family::ACTIVATION, "full-context")
     }
 
     #[tracing::instrument(name = "m10.write", skip_all, fields(ns = %namespace, events = events.len()))]

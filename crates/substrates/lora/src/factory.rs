@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Error, Family, MethodId, Result};
+use submem_core::{Error, Family, Result};
 use submem_models::ModelsError;
 
 use crate::{resolve_local_gguf, LoraConfig, LoraError, LoraMemory, LoraModel, PromptFormat};
@@ -80,7 +80,7 @@ fn load_base(gguf: Option<&Path>, max_context: usize) -> Result<LoraModel> {
 /// pairs synthesised from the history, asked with the build context's reader
 /// prompt ([`PromptFormat::from_reader`]).
 pub fn lora_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m9", MethodId::M9, Family::PARAMETRIC)
+    SubstrateFactory::builder("m9", crate::M9, Family::PARAMETRIC)
         .aliases(&["lora"])
         .paper("Harness the Memory, M9")
         .summary("LoRA adapter on the local SmolLM2 (needs its weights), trained on synthesised QA pairs; cloze pairs without an LLM")

@@ -74,6 +74,9 @@ mod space;
 mod store;
 pub mod train;
 
+/// The method id of the LoRA adapter (*Harness the Memory*, M9).
+pub const M9: submem_core::MethodId = submem_core::MethodId::from_static("M9");
+
 pub use codec::{ByteCodec, TextCodec};
 pub use config::{LoraConfig, PromptFormat, TrainConfig, ADAPTER_NOTE};
 pub use error::{LoraError, Result};

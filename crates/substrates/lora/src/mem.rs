@@ -24,8 +24,8 @@ use submem_kit::stats::bump;
 
 use async_trait::async_trait;
 use submem_core::{
-    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
-    Services, Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result, Services,
+    Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::chunk;
@@ -170,7 +170,7 @@ impl LoraMemory {
 #[async_trait]
 impl Substrate for LoraMemory {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M9, Family::PARAMETRIC, "lora-adapter")
+        SubstrateInfo::new(crate::M9, Family::PARAMETRIC, "lora-adapter")
             .with_llm(self.services.llm.is_some())
             .trained()
     }

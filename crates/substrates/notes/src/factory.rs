@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{EvolvingNotes, NotesConfig};
 
@@ -13,7 +13,7 @@ submem_core::settings_checked_by_validate!(NotesConfig);
 /// `m4`: A-Mem's evolving notes, linked by embedding similarity; rule notes
 /// without a memory LLM.
 pub fn notes_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m4", MethodId::M4, Family::STRUCTURAL)
+    SubstrateFactory::builder("m4", crate::M4, Family::STRUCTURAL)
         .aliases(&["a-mem"])
         .paper("Harness the Memory, M4")
         .summary("evolving notes (A-Mem): linked notes whose neighbours evolve; rule notes without an LLM")

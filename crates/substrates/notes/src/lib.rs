@@ -66,6 +66,9 @@ pub mod read;
 pub mod store;
 mod substrate;
 
+/// The method id of evolving notes (A-Mem; *Harness the Memory*, M4).
+pub const M4: submem_core::MethodId = submem_core::MethodId::from_static("M4");
+
 pub use config::{NotesConfig, RenderMode};
 pub use error::NotesError;
 pub use factory::factories;

@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 use std::path::Path;
 use submem_core::{
-    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
-    Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result, Substrate,
+    SubstrateInfo, WriteReport,
 };
 use submem_kit::state::StateFile;
 
@@ -45,7 +45,7 @@ fn check_space(s: &Space, dim: usize) -> std::result::Result<(), String> {
 impl Substrate for EvolvingNotes {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo::new(
-            MethodId::M4,
+            crate::M4,
             Family::STRUCTURAL,
             match self.config.render {
                 RenderMode::TopK => "evolving-notes",

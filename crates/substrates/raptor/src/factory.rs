@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{Raptor, RaptorConfig};
 
@@ -14,7 +14,7 @@ submem_core::settings_checked_by_validate!(RaptorConfig);
 /// `m6`: RAPTOR's tree of GMM-clustered summaries over leaves, read as a
 /// collapsed tree.
 pub fn raptor_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m6", MethodId::M6, Family::HIERARCHICAL)
+    SubstrateFactory::builder("m6", crate::M6, Family::HIERARCHICAL)
         .aliases(&["raptor"])
         .paper("Harness the Memory, M6")
         .summary("hierarchical tree (RAPTOR): leaves + GMM-clustered summaries, collapsed-tree read; extractive summaries without an LLM")

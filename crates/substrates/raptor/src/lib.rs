@@ -79,6 +79,9 @@ mod substrate;
 pub mod summarize;
 pub mod tree;
 
+/// The method id of the RAPTOR tree (*Harness the Memory*, M6).
+pub const M6: submem_core::MethodId = submem_core::MethodId::from_static("M6");
+
 pub use build::RaptorStats;
 pub use config::{RaptorConfig, SummarizerKind};
 pub use error::RaptorError;

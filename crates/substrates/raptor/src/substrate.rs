@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use submem_core::{
-    Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall, Result,
-    Substrate, SubstrateInfo, WriteReport,
+    Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result, Substrate,
+    SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::state::StateFile;
@@ -26,7 +26,7 @@ const STATE: StateFile = StateFile::new(STORE_NAME, FORMAT_VERSION, STATE_FILE);
 #[async_trait]
 impl Substrate for Raptor {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M6, Family::HIERARCHICAL, "raptor-tree").with_llm(self.use_llm)
+        SubstrateInfo::new(crate::M6, Family::HIERARCHICAL, "raptor-tree").with_llm(self.use_llm)
     }
 
     #[tracing::instrument(level = "debug", name = "m6.write", skip_all, fields(ns = %namespace, events = events.len()))]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use submem_core::plugin::{LlmUse, SubstrateFactory};
-use submem_core::{Family, MethodId};
+use submem_core::Family;
 
 use crate::{SkillBundles, SkillConfig, StrategyBank, StrategyConfig};
 
@@ -17,7 +17,7 @@ submem_core::settings_checked_by_validate!(StrategyConfig, SkillConfig);
 /// `m7`: ReasoningBank's distilled strategies, judged and distilled per
 /// episode; rule strategies without a memory LLM.
 pub fn strategy_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m7", MethodId::M7, Family::REFINEMENT)
+    SubstrateFactory::builder("m7", crate::M7, Family::REFINEMENT)
         .aliases(&["reasoningbank"])
         .paper(format!("{PAPER}, M7"))
         .summary("distilled strategies (ReasoningBank): episodes judged and distilled, dense top-k; rule strategies without an LLM")
@@ -30,7 +30,7 @@ pub fn strategy_factory() -> SubstrateFactory {
 /// `m8`: MemSkill's skill bundles, experiences clustered into bundles with
 /// one skill each; rule skills without a memory LLM.
 pub fn skill_factory() -> SubstrateFactory {
-    SubstrateFactory::builder("m8", MethodId::M8, Family::REFINEMENT)
+    SubstrateFactory::builder("m8", crate::M8, Family::REFINEMENT)
         .aliases(&["memskill"])
         .paper(format!("{PAPER}, M8"))
         .summary("skill bundles (MemSkill): clustered experiences, one skill per bundle; rule skills without an LLM")

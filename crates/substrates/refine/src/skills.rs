@@ -31,8 +31,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use submem_core::{
-    cosine, l2_normalize, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace,
-    Query, Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
+    cosine, l2_normalize, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall,
+    Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
@@ -247,7 +247,7 @@ impl SkillBundles {
 #[async_trait]
 impl Substrate for SkillBundles {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M8, Family::REFINEMENT, "skill-bundles")
+        SubstrateInfo::new(crate::M8, Family::REFINEMENT, "skill-bundles")
             .with_llm(self.services.llm.is_some())
     }
 

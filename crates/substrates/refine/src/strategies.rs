@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use submem_core::{
-    cosine, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Services, Substrate, SubstrateInfo, WriteReport,
+    cosine, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result,
+    Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::spaces::Spaces;
 use submem_kit::state::StateFile;
@@ -250,7 +250,7 @@ impl StrategyBank {
 #[async_trait]
 impl Substrate for StrategyBank {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M7, Family::REFINEMENT, "distilled-strategies")
+        SubstrateInfo::new(crate::M7, Family::REFINEMENT, "distilled-strategies")
             .with_llm(self.services.llm.is_some())
     }
 

@@ -40,8 +40,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result,
+    Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::embed::{check_vectors, embed_checked, EmbedError};
@@ -288,7 +288,7 @@ fn normalised_rows(vectors: Vec<Vec<f32>>, dim: usize) -> Vec<f32> {
 impl Substrate for DenseMemory {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo::new(
-            MethodId::M1,
+            crate::M1,
             Family::FLAT,
             self.config.depth().substrate_name("dense-hnsw"),
         )

@@ -53,8 +53,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, MethodId, Namespace, Query, Recall, Result, Services,
-    Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, Namespace, Query, Recall, Result, Services, Substrate,
+    SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::{check_new_sources, stored_ids};
 use submem_kit::RankedUnit;
@@ -270,7 +270,7 @@ impl SparseMemory {
 impl Substrate for SparseMemory {
     fn info(&self) -> SubstrateInfo {
         SubstrateInfo::new(
-            MethodId::M2,
+            crate::M2,
             Family::FLAT,
             self.config.depth().substrate_name("sparse-bm25"),
         )

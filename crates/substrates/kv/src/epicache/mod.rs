@@ -97,9 +97,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use submem_core::{
-    cosine, Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace,
-    PrefilledLlm, PrefixReuse, Query, Recall, Resolution, Result, Services, SourceHit, Substrate,
-    SubstrateInfo, WriteReport,
+    cosine, Error, Event, Family, Footprint, Forget, ManageReport, Namespace, PrefilledLlm,
+    PrefixReuse, Query, Recall, Resolution, Result, Services, SourceHit, Substrate, SubstrateInfo,
+    WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::embed::embed_checked;
@@ -323,7 +323,7 @@ fn stored_in(existing: Option<&Space>) -> impl Fn(&str) -> bool + '_ {
 #[async_trait]
 impl Substrate for EpiCache {
     fn info(&self) -> SubstrateInfo {
-        SubstrateInfo::new(MethodId::M11, Family::ACTIVATION, "episode-reprefill")
+        SubstrateInfo::new(crate::M11, Family::ACTIVATION, "episode-reprefill")
     }
 
     #[tracing::instrument(name = "m11.write", skip_all, fields(ns = %namespace, events = events.len()))]
