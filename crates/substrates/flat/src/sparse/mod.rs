@@ -381,19 +381,24 @@ impl Substrate for SparseMemory {
                 Ok(n)
             }
             Forget::Sources { source_ids, .. } => {
-                let present = stored_ids(source_ids, |id| space.ids.contains_key(id));
+                // Borrowed from `source_ids`, not the state: the index can
+                // change while they are held. Sorted, so deletes run in the
+                // same order every time.
+                let mut present: Vec<&str> =
+                    stored_ids(source_ids, |id| space.ids.contains_key(id))
+                        .into_iter()
+                        .collect();
                 if present.is_empty() {
                     return Ok(0);
                 }
-                let present: Vec<String> = present.into_iter().map(str::to_string).collect();
-                let refs: Vec<&str> = present.iter().map(String::as_str).collect();
+                present.sort_unstable();
                 state
                     .ensure_writable(&self.config)
-                    .and_then(|()| state.index.delete_sources(ns.as_str(), &refs))
+                    .and_then(|()| state.index.delete_sources(ns.as_str(), &present))
                     .map_err(|e| e.into_core(METHOD, "forget"))?;
                 let mut n = 0;
                 if let Some(space) = state.spaces.get_mut(ns) {
-                    for id in &present {
+                    for id in present {
                         if space.remove(id, &mut state.analyzer) {
                             n += 1;
                         }
