@@ -42,8 +42,30 @@ as_pg() {
     fi
 }
 
+# A free port below the kernel's ephemeral range: a port from bind(0) lies in
+# that range, and an outgoing connection can take it before PostgreSQL binds.
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 - <<'PY'
+import os, random, socket
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+ports = list(range(20000, low)) if low > 21000 else []
+random.shuffle(ports)
+for port in ports:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])
+PY
 }
 
 cmd="${1:-}"

@@ -10,6 +10,8 @@
 
 #[path = "../../server/tests/suite/common/pg.rs"]
 mod pg;
+#[path = "../../server/tests/suite/common/port.rs"]
+mod port;
 
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -23,14 +25,6 @@ use std::time::{Duration, Instant};
 
 const NAMESPACES: usize = 100;
 const CLIENTS: usize = 8;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn spawn_node(dir: &Path, config: &Path, store: &str, port: u16) -> Child {
     let addr = format!("127.0.0.1:{port}");
@@ -216,7 +210,7 @@ async fn sigkill_of_a_node_loses_nothing_and_its_namespaces_move() {
     )
     .unwrap();
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let ports = [free_port(), free_port()];
+    let ports = [port::loopback_port(), port::loopback_port()];
     let nodes = ports.map(|p| format!("http://127.0.0.1:{p}"));
     let mut children = [
         spawn_node(dirs[0].path(), &config, &url, ports[0]),

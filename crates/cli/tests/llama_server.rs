@@ -13,6 +13,9 @@
 //! The tests take turns (one server on 2 cores at a time) and keep every run
 //! small: the 135M model prefills ~100 tokens/s here.
 
+#[path = "../../server/tests/suite/common/port.rs"]
+mod port;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -82,14 +85,6 @@ fn gguf() -> PathBuf {
     PathBuf::from(path.trim())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A llama.cpp server process on 127.0.0.1, killed when dropped.
 struct LlamaServer {
     child: Option<Child>,
@@ -103,7 +98,7 @@ impl LlamaServer {
     fn start(dir: &Path) -> Self {
         let mut s = LlamaServer {
             child: None,
-            port: free_port(),
+            port: port::loopback_port(),
             python: llama_python(),
             model: gguf(),
             log: dir.join("llama-server.log"),

@@ -6,6 +6,8 @@
 
 #[path = "../../../server/tests/suite/common/pg.rs"]
 pub mod pg;
+#[path = "../../../server/tests/suite/common/port.rs"]
+mod port;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -26,14 +28,7 @@ pub fn binary() -> PathBuf {
     bin
 }
 
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use port::loopback_port as free_port;
 
 /// A running `submem serve`.
 pub struct Node {

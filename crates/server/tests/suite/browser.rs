@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::port::loopback_port;
 use crate::common::{call, start, turn};
 use submem_server::config::ServerConfig;
 
@@ -36,11 +37,7 @@ impl Drop for Driver {
 
 impl Driver {
     async fn start() -> Driver {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = loopback_port();
         let child = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod pg;
+pub mod port;
 
 use serde_json::{json, Value};
 use std::path::Path;
