@@ -64,12 +64,15 @@ impl PgCluster {
 
 /// Ends every database session of the submem nodes whose application name
 /// starts with `prefix` (`"submem"`: all of them): what the database sees
-/// when those nodes' processes die. Returns how many it ended.
+/// when those nodes' processes die. Returns how many it ended, once they are
+/// gone: without the timeout `pg_terminate_backend` only signals, and a
+/// backend still exiting still holds its advisory locks.
 pub async fn end_sessions(url: &str, prefix: &str) -> i64 {
     let c = connect(url).await;
     let row = c
         .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
+             FROM pg_stat_activity
              WHERE application_name LIKE $1 || '%' AND pid <> pg_backend_pid()",
             &[&prefix],
         )
