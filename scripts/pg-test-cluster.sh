@@ -87,11 +87,20 @@ start)
     fi
     as_pg "$bin/initdb" -D "$dir/data" -U submem --auth=trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 ||
         { cat "$dir/initdb.log" >&2; exit 1; }
-    port=$(free_port)
-    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir/data -c fsync=on -c synchronous_commit=on -c max_connections=200 -c shared_buffers=32MB" \
-        start >/dev/null ||
-        { cat "$dir/data/server.log" >&2; exit 1; }
+    # Clusters started at once can pick the same free port; the loser sees
+    # "Address already in use" and tries another.
+    for try in 1 2 3; do
+        port=$(free_port)
+        if as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 60 \
+            -o "-c listen_addresses=127.0.0.1 -p $port -k $dir/data -c fsync=on -c synchronous_commit=on -c max_connections=200 -c shared_buffers=32MB" \
+            start >/dev/null; then
+            break
+        fi
+        if [[ "$try" == 3 ]] || ! grep -q "Address already in use" "$dir/data/server.log"; then
+            cat "$dir/data/server.log" >&2
+            exit 1
+        fi
+    done
     echo "$port" >"$dir/port"
     echo "postgres://submem@127.0.0.1:$port/postgres"
     ;;
