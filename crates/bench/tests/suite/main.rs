@@ -1,0 +1,6 @@
+//! The harness's run-loop tests, one binary (linking the harness once
+//! instead of once per file). Run one module with
+//! `cargo test -p submem-bench --test suite <module>`, e.g. `shard`.
+
+mod runner;
+mod shard;
