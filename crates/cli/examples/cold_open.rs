@@ -17,7 +17,7 @@ mod support;
 
 use serde_json::json;
 use std::time::Instant;
-use support::{free_port, metric, p50_p99, post, spawn};
+use support::{loopback_port, metric, p50_p99, post, spawn};
 
 fn turn(i: usize) -> serde_json::Value {
     json!({"kind": "turn", "session_id": format!("s{}", i / 40), "speaker": if i % 2 == 0 { "user" } else { "assistant" },
@@ -40,7 +40,7 @@ async fn main() {
     println!("|---|---|---|---|---|");
     for spec in ["m2", "m1-fill", "hybrid-fill"] {
         let data = tempfile::tempdir().unwrap();
-        let port = free_port();
+        let port = loopback_port();
         let node = spawn(data.path(), port, &config, &[]);
         post(
             &c,

@@ -85,7 +85,7 @@ async fn main() {
         .pool_max_idle_per_host(16)
         .build()
         .unwrap();
-    let port = support::free_port();
+    let port = support::loopback_port();
     println!(
         "{n} m2 namespaces of {turns} turns, file store, {} build\n",
         if cfg!(debug_assertions) {

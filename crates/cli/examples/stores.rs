@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::pg::PgCluster;
-use support::{free_port, p50_p99, post, spawn, Node};
+use support::{loopback_port, p50_p99, post, spawn, Node};
 
 const PRELOAD: usize = 2000;
 
@@ -134,10 +134,10 @@ async fn main() {
     let setups: Vec<(&str, Vec<Node>)> = vec![
         (
             "file",
-            vec![spawn(dirs[0].path(), free_port(), &config, &[])],
+            vec![spawn(dirs[0].path(), loopback_port(), &config, &[])],
         ),
         ("PostgreSQL, 1 node", {
-            let p = free_port();
+            let p = loopback_port();
             vec![spawn(
                 dirs[1].path(),
                 p,
@@ -169,7 +169,7 @@ async fn main() {
     }
     // Two nodes on the same database; the namespaces were first used by
     // node A, so node B forwards every other request.
-    let (pa, pb) = (free_port(), free_port());
+    let (pa, pb) = (loopback_port(), loopback_port());
     let a = spawn(
         dirs[2].path(),
         pa,

@@ -28,7 +28,7 @@ pub fn binary() -> PathBuf {
     bin
 }
 
-pub use port::loopback_port as free_port;
+pub use port::loopback_port;
 
 /// A running `submem serve`.
 pub struct Node {

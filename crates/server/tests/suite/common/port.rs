@@ -8,6 +8,7 @@
 //! on its own, and are checked free before they are handed out.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 /// The lowest port this picks from (below it are well-known services).
 const FIRST: u32 = 20_000;
@@ -16,6 +17,10 @@ const FIRST: u32 = 20_000;
 /// listen on it again after a kill, and nothing but another explicit bind
 /// can take it in between.
 pub fn loopback_port() -> u16 {
+    // Processes start at different places (pid and clock); within one
+    // process the picks are consecutive, so two never coincide even before
+    // either port is bound.
+    static START: OnceLock<u32> = OnceLock::new();
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
@@ -29,16 +34,16 @@ pub fn loopback_port() -> u16 {
             .expect("a loopback port");
     }
     let span = ephemeral_low - FIRST;
-    // Processes start at different places (pid and clock); calls within one
-    // process step on, so two picks in one test never collide.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let start = std::process::id().wrapping_mul(7_919) ^ nanos;
+    let start = *START.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        std::process::id().wrapping_mul(7_919) ^ nanos
+    });
     for _ in 0..span {
-        let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed).wrapping_mul(97));
-        let port = (FIRST + offset % span) as u16;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (FIRST + start.wrapping_add(n) % span) as u16;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
