@@ -99,10 +99,10 @@ open_name!(
     "family"
 );
 
-/// Ids shown in another spelling than they are stored in: FlexA-Mem's id
-/// was fixed before ids could hold a `-`, and files written since spell it
-/// so; reports show, and read back, the paper's name.
-const SHOWN_AS: [(&str, &str); 1] = [("FlexAMem", "FlexA-Mem")];
+/// The one id shown in another spelling than it is stored in (stored, shown):
+/// FlexA-Mem's id was fixed before ids could hold a `-`, and files written
+/// since spell it so; reports show, and read back, the paper's name.
+const SHOWN_AS: (&str, &str) = ("FlexAMem", "FlexA-Mem");
 
 impl MethodId {
     fn sort_key(&self) -> (bool, u32, &str) {
@@ -126,8 +126,8 @@ impl Ord for MethodId {
 impl<'de> Deserialize<'de> for MethodId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        if let Some((id, _)) = SHOWN_AS.iter().find(|(_, shown)| *shown == name) {
-            return Ok(MethodId::from_static(id));
+        if name == SHOWN_AS.1 {
+            return Ok(MethodId::from_static(SHOWN_AS.0));
         }
         MethodId::new(name).map_err(serde::de::Error::custom)
     }
@@ -135,8 +135,11 @@ impl<'de> Deserialize<'de> for MethodId {
 
 impl fmt::Display for MethodId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = SHOWN_AS.iter().find(|(id, _)| *id == self.0);
-        f.write_str(shown.map_or(&*self.0, |(_, shown)| shown))
+        f.write_str(if self.0 == SHOWN_AS.0 {
+            SHOWN_AS.1
+        } else {
+            &self.0
+        })
     }
 }
 

@@ -120,6 +120,6 @@ pub enum RouterError {
 
 impl From<RouterError> for submem_core::Error {
     fn from(e: RouterError) -> Self {
-        submem_core::Error::substrate("Routed", "route", e)
+        submem_core::Error::substrate(ROUTED.as_str(), "route", e)
     }
 }

@@ -123,9 +123,9 @@ pub mod sparse;
 mod unit;
 
 /// The method id of dense vector memory (*Harness the Memory*, M1).
-pub const M1: submem_core::MethodId = submem_core::MethodId::from_static("M1");
+pub const M1: submem_core::MethodId = submem_core::MethodId::from_static(dense::METHOD);
 /// The method id of sparse BM25 memory (*Harness the Memory*, M2).
-pub const M2: submem_core::MethodId = submem_core::MethodId::from_static("M2");
+pub const M2: submem_core::MethodId = submem_core::MethodId::from_static(sparse::METHOD);
 
 pub use dense::{DenseConfig, DenseMemory};
 pub use error::FlatError;

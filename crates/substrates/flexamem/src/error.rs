@@ -51,7 +51,7 @@ impl FlexaError {
         match self {
             FlexaError::Config(m) => submem_core::Error::InvalidInput(m),
             FlexaError::Corrupt { path, reason } => submem_core::Error::store(path, reason),
-            other => submem_core::Error::substrate("FlexA-Mem", operation, other),
+            other => submem_core::Error::substrate(crate::FLEXA_MEM.to_string(), operation, other),
         }
     }
 }

@@ -18,7 +18,7 @@ impl GistError {
     pub fn during(self, operation: &'static str) -> submem_core::Error {
         match self {
             GistError::Config(m) => submem_core::Error::InvalidInput(m),
-            other => submem_core::Error::substrate("M3", operation, other),
+            other => submem_core::Error::substrate(crate::M3.as_str(), operation, other),
         }
     }
 }

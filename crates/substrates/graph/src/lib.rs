@@ -84,7 +84,7 @@ pub mod store;
 mod substrate;
 
 /// The method id of the dual-level graph (LightRAG; *Harness the Memory*, M5).
-pub const M5: submem_core::MethodId = submem_core::MethodId::from_static("M5");
+pub const M5: submem_core::MethodId = submem_core::MethodId::from_static(METHOD);
 
 pub use config::{Extractor, GraphConfig};
 pub use error::GraphError;
@@ -97,4 +97,5 @@ pub use substrate::{FORMAT_VERSION, STATE_FILE, STORE_NAME};
 #[allow(unused_imports)]
 use submem_core::SubstrateInfo;
 
+/// [`M5`] as a string, for errors.
 pub(crate) const METHOD: &str = "M5";

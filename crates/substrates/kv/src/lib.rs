@@ -53,7 +53,7 @@ pub mod factory;
 /// The method id of full context (*Harness the Memory*, M10).
 pub const M10: submem_core::MethodId = submem_core::MethodId::from_static("M10");
 /// The method id of episode-clustered re-prefill (EpiCache; *Harness the Memory*, M11).
-pub const M11: submem_core::MethodId = submem_core::MethodId::from_static("M11");
+pub const M11: submem_core::MethodId = submem_core::MethodId::from_static(epicache::METHOD);
 
 pub use config::FullContextConfig;
 pub use epicache::{EpiCache, EpiCacheConfig, EpiCacheStats, ReaderHead};

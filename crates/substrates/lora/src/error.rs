@@ -43,6 +43,6 @@ pub type Result<T, E = LoraError> = std::result::Result<T, E>;
 impl LoraError {
     /// Wraps the error as a failure of `operation` inside M9.
     pub fn into_core(self, operation: &'static str) -> Error {
-        Error::substrate("M9", operation, BoxError::from(self))
+        Error::substrate(crate::M9.as_str(), operation, BoxError::from(self))
     }
 }

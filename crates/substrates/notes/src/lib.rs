@@ -67,7 +67,7 @@ pub mod store;
 mod substrate;
 
 /// The method id of evolving notes (A-Mem; *Harness the Memory*, M4).
-pub const M4: submem_core::MethodId = submem_core::MethodId::from_static("M4");
+pub const M4: submem_core::MethodId = submem_core::MethodId::from_static(METHOD);
 
 pub use config::{NotesConfig, RenderMode};
 pub use error::NotesError;

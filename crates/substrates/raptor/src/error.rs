@@ -21,7 +21,7 @@ impl RaptorError {
     pub fn during(self, operation: &'static str) -> submem_core::Error {
         match self {
             RaptorError::Config(m) => submem_core::Error::InvalidInput(m),
-            other => submem_core::Error::substrate("M6", operation, other),
+            other => submem_core::Error::substrate(crate::M6.as_str(), operation, other),
         }
     }
 }

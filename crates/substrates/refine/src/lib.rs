@@ -64,9 +64,9 @@ mod space;
 pub mod strategies;
 
 /// The method id of distilled strategies (ReasoningBank; *Harness the Memory*, M7).
-pub const M7: submem_core::MethodId = submem_core::MethodId::from_static("M7");
+pub const M7: submem_core::MethodId = submem_core::MethodId::from_static(strategies::METHOD);
 /// The method id of skill bundles (MemSkill; *Harness the Memory*, M8).
-pub const M8: submem_core::MethodId = submem_core::MethodId::from_static("M8");
+pub const M8: submem_core::MethodId = submem_core::MethodId::from_static(skills::METHOD);
 
 pub use config::{EpisodeConfig, SkillConfig, StrategyConfig};
 pub use distill::{Outcome, Strategy};

@@ -44,7 +44,8 @@ use crate::skill_writer::{rule_skill, write_skill, Skill};
 use crate::space::{self, Derived};
 use crate::{EpisodeConfig, SkillConfig};
 
-const METHOD: &str = "M8";
+/// [`crate::M8`] as a string, for errors.
+pub(crate) const METHOD: &str = "M8";
 /// Name written in the persisted manifest.
 pub const STORE_NAME: &str = "M8 skill-bundles";
 /// Version of the persisted format.

@@ -33,7 +33,8 @@ use crate::pack::{embed, pack, rank_by_cosine, Item};
 use crate::space::{self, Derived};
 use crate::{EpisodeConfig, StrategyConfig};
 
-const METHOD: &str = "M7";
+/// [`crate::M7`] as a string, for errors.
+pub(crate) const METHOD: &str = "M7";
 /// Name written in the persisted manifest.
 pub const STORE_NAME: &str = "M7 distilled-strategies";
 /// Version of the persisted format.

@@ -52,8 +52,8 @@ use crate::unit::{check_new_ids, exists_in, tokens_u32, NewUnit, StoredUnit};
 use ns::DenseNs;
 use submem_kit::spaces::{self, Spaces};
 
-/// Method id used in errors and the manifest.
-const METHOD: &str = "M1";
+/// Method id used in errors and the manifest ([`crate::M1`]).
+pub(crate) const METHOD: &str = "M1";
 
 type Space = Arc<RwLock<DenseNs>>;
 

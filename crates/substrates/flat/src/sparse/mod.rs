@@ -66,8 +66,8 @@ use analyzer::{build_analyzer, tokens, NsStats};
 use index::{Backing, TantivyIndex};
 use submem_kit::spaces;
 
-/// Method id used in errors.
-const METHOD: &str = "M2";
+/// Method id used in errors ([`crate::M2`]).
+pub(crate) const METHOD: &str = "M2";
 
 /// One namespace's side map and BM25 statistics.
 #[derive(Debug, Default)]

@@ -110,7 +110,8 @@ use submem_kit::{render_in_time_order, PackPolicy, RankedUnit};
 use crate::KvError;
 use store::{Space, StoredTurn};
 
-const METHOD: &str = "M11";
+/// [`crate::M11`] as a string, for errors.
+pub(crate) const METHOD: &str = "M11";
 const MANIFEST_NAME: &str = "M11 episode-reprefill";
 const FORMAT_VERSION: u32 = 1;
 const STATE_FILE: &str = "episodes.json";
