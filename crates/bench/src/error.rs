@@ -10,6 +10,16 @@ pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BenchError {
+    /// A text environment (or the bridge to it) failed: it is not
+    /// installed, a game does not parse, the bridge died or did not answer.
+    #[error("{context}: {reason}")]
+    Environment {
+        /// Which environment, game and step.
+        context: String,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// A data file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {

@@ -55,6 +55,9 @@ impl Llm for Counting {
     fn prefix_caching(&self) -> Option<Arc<dyn submem_core::PrefixCaching>> {
         self.inner.prefix_caching()
     }
+    fn choice_scoring(&self) -> Option<Arc<dyn submem_core::ChoiceScoring>> {
+        self.inner.choice_scoring()
+    }
 }
 
 /// The namespace every episode of the cross-episode regime is written to
@@ -83,7 +86,17 @@ pub(crate) fn instance(
     ctx: &Ctx,
     spec: &SubstrateSpec,
 ) -> Result<std::result::Result<Instance, String>> {
-    let counting = ctx.models.services.llm.as_ref().map(|llm| {
+    build_instance(&ctx.models.services, &ctx.factory, spec)
+}
+
+/// [`instance`] from the run's services and registry alone (the agentic
+/// harness has no QA context).
+pub(crate) fn build_instance(
+    services: &Services,
+    factory: &submem::Registry,
+    spec: &SubstrateSpec,
+) -> Result<std::result::Result<Instance, String>> {
+    let counting = services.llm.as_ref().map(|llm| {
         Arc::new(Counting {
             inner: llm.clone(),
             calls: AtomicU64::new(0),
@@ -92,13 +105,13 @@ pub(crate) fn instance(
     });
     let base = Services {
         llm: counting.clone().map(|c| c as Arc<dyn Llm>),
-        embedder: ctx.models.services.embedder.clone(),
-        tokens: ctx.models.services.tokens.clone(),
+        embedder: services.embedder.clone(),
+        tokens: services.tokens.clone(),
     };
     let mut tokens = None;
     let built = MeteredSubstrate::build(&base, |services| {
         tokens = Some(services.tokens.clone());
-        ctx.factory.build(spec, services)
+        factory.build(spec, services)
     });
     let sub = match built {
         Ok(s) => s,
@@ -295,7 +308,7 @@ pub(crate) async fn keep_memory(
 }
 
 /// A substrate label as a file name (`m1:k=5` -> `m1_k_5`).
-fn file_safe(label: &str) -> String {
+pub(crate) fn file_safe(label: &str) -> String {
     label
         .chars()
         .map(|c| {

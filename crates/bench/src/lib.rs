@@ -27,16 +27,20 @@
 //!   `fates.svg`, drawn by [`charts`]), and paired comparisons; [`results`]
 //!   writes them from a run's records;
 //! - [`shard`]: a run split over processes (`--shard I/N`) and merged back
-//!   into what one run writes.
+//!   into what one run writes;
+//! - [`agentic`]: the live agentic regime: substrates steer an agent through
+//!   TextWorld, ALFWorld-format and ScienceWorld games (a Python bridge),
+//!   and the report gives task success (P8–P10) beside E1–E15.
 //!
 //! **Deviations from the paper.** The paper's judge and reader are
 //! gpt-4o-mini and Qwen3/Gemma; here they are whatever LLM is configured (the
 //! embedded SmolLM2-135M by default, which is why the default table leads with
 //! LLM-free measures and lets the reader answer only a small labelled sample).
 //! Recall@k uses the source ids a recall reports rather than mapping chunks
-//! back to dialogue spans. Tokens are counted with o200k everywhere. P8–P11
-//! need a live environment and are reported as n/a; agentic memory is
-//! measured with probe questions about earlier steps instead.
+//! back to dialogue spans. Tokens are counted with o200k everywhere. P8–P10
+//! come from live episodes ([`agentic`]); the QA report leaves them n/a, and
+//! its ALFWorld trajectory probes ask about earlier steps instead. P11
+//! (pass@1 on code) is not measured.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -58,6 +62,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod agentic;
 pub mod charts;
 pub mod compare;
 mod context;

@@ -52,12 +52,17 @@ pub struct BenchArgs {
     /// Work on finished runs instead of running one.
     #[command(subcommand)]
     pub action: Option<BenchAction>,
-    /// Dataset format: locomo, longmemeval, alfworld (alias agentic), probes or synthetic.
+    /// Dataset format: locomo, longmemeval, probes or synthetic; or a live environment:
+    /// textworld, alfworld or scienceworld (`alfworld` with a trajectory JSON file as --data loads
+    /// recorded ALFWorld trajectories and asks probe questions instead).
     #[arg(long, default_value = "synthetic")]
     pub dataset: String,
-    /// Dataset file (not for synthetic).
+    /// Dataset file (not for synthetic); for a live environment, a directory of game files
+    /// (textworld: *.z8 / *.ulx; alfworld: game.tw-pddl files, e.g. ALFWorld's valid_unseen).
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub agentic: crate::agentic_cmd::AgenticArgs,
     /// Substrates, comma-separated, with optional settings: `m1,m2,flexa:ranking=hybrid,kappa=64`.
     /// `submem substrates` lists every name with its settings and defaults.
     #[arg(long, default_value = "m1,m2,m10,flexa,nomem")]
@@ -65,8 +70,9 @@ pub struct BenchArgs {
     /// Token budgets B to sweep, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1024")]
     pub budget: Vec<usize>,
-    /// Top-k values to sweep, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "10")]
+    /// Top-k values to sweep, comma-separated. Default: 10 on QA datasets, 1,5 in a live
+    /// environment (textworld, alfworld, scienceworld).
+    #[arg(long, value_delimiter = ',')]
     pub k: Vec<usize>,
     /// The reader that answers from each recall; `none` runs retrieval only.
     #[arg(long, value_enum)]
@@ -161,7 +167,7 @@ pub enum BenchAction {
 }
 
 /// `YYYYMMDD-HHMMSS` in UTC.
-fn timestamp() -> String {
+pub(crate) fn timestamp() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -266,7 +272,11 @@ fn checked_specs(args: &BenchArgs, factory: &Registry) -> Result<Vec<SubstrateSp
 fn run_options(args: &BenchArgs, out: PathBuf, reader_sample: Option<usize>) -> RunOptions {
     RunOptions {
         budgets: args.budget.clone(),
-        ks: args.k.clone(),
+        ks: if args.k.is_empty() {
+            vec![10]
+        } else {
+            args.k.clone()
+        },
         limit: args.limit,
         conversations: args.conversations,
         train_episodes: args.train_episodes,
@@ -301,7 +311,7 @@ fn check_only(args: &BenchArgs, specs: &[SubstrateSpec]) -> Result<ExitCode, Any
         specs.len(),
         names.join(", "),
         args.budget,
-        args.k,
+        run_options(args, PathBuf::new(), None).ks,
         args.shard
             .map(|s| format!(", shard {s}"))
             .unwrap_or_default()
@@ -316,6 +326,9 @@ pub async fn run(
     quiet: bool,
     factory: Arc<Registry>,
 ) -> Result<ExitCode, AnyError> {
+    if crate::agentic_cmd::is_live(&args) {
+        return crate::agentic_cmd::run(args, config, quiet, factory).await;
+    }
     let specs = checked_specs(&args, &factory)?;
     if args.check {
         return check_only(&args, &specs);
@@ -447,7 +460,7 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         "data": args.data,
         "substrates": specs.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "budgets": args.budget,
-        "k": args.k,
+        "k": run_options(&args, PathBuf::new(), None).ks,
         "reader": reader.as_ref().map(|r| r.name().to_string()),
         "judge": judge.as_ref().map(|r| r.name().to_string()),
         "memory_llm": models.services.llm.as_ref().map(|r| r.name().to_string()),

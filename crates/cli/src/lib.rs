@@ -43,6 +43,7 @@
 //! while searching, and M1 graph reads are about 25% faster with it (dense
 //! bench). Turn it off when your binary sets its own allocator.
 
+mod agentic_cmd;
 mod bench_cmd;
 mod bench_merge;
 mod route_cmd;

@@ -50,8 +50,8 @@ pub use error::{BoxError, Error, Result, ServiceError};
 pub use history::{Event, History, Namespace, Step, Turn};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
 pub use services::{
-    cosine, l2_normalize, ChatMessage, ChatRequest, Completion, Embedder, Llm, PrefilledLlm,
-    PrefixCaching, PrefixReuse, Role, Services, TokenCounter, Usage,
+    cosine, l2_normalize, ChatMessage, ChatRequest, ChoiceScores, ChoiceScoring, Completion,
+    Embedder, Llm, PrefilledLlm, PrefixCaching, PrefixReuse, Role, Services, TokenCounter, Usage,
 };
 pub use substrate::{
     Diagnostics, Family, Footprint, Forget, ManageReport, MethodId, Substrate, SubstrateInfo,

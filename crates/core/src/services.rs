@@ -165,6 +165,14 @@ pub trait Llm: Debug + Send + Sync + 'static {
     fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
         None
     }
+
+    /// This model's choice-scoring capability (see [`ChoiceScoring`]), when
+    /// it has one: a local model whose output distribution this process can
+    /// read. `None` (the default) for remote APIs and test doubles; wrappers
+    /// pass it through.
+    fn choice_scoring(&self) -> Option<Arc<dyn ChoiceScoring>> {
+        None
+    }
 }
 
 /// A sentence embedder returning L2-normalised vectors.
@@ -210,6 +218,9 @@ impl<T: Llm + ?Sized> Llm for Arc<T> {
     }
     fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
         (**self).prefix_caching()
+    }
+    fn choice_scoring(&self) -> Option<Arc<dyn ChoiceScoring>> {
+        (**self).choice_scoring()
     }
 }
 
@@ -323,6 +334,60 @@ pub trait PrefilledLlm: Llm {
     fn into_llm(self: Arc<Self>) -> Arc<dyn Llm>;
 }
 
+// ---- Choice scoring ----
+//
+// An agent choosing among a closed list of commands (a text game's
+// admissible commands) can be steered by a model's likelihood of each
+// command as the reply to a prompt, instead of by free generation mapped back
+// onto the list: nothing is ever unmapped, and the choice is greedy and
+// deterministic. Only a model whose output distribution this process reads
+// can offer it (the local SmolLM2 does); remote chat APIs do not.
+
+/// How likely each candidate reply is after a chat prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChoiceScores {
+    /// Sum of the log-probabilities of each candidate's tokens (natural
+    /// log), the end-of-turn marker included, in the candidates' order.
+    pub log_likelihood: Vec<f64>,
+    /// Model tokens of each candidate, the end-of-turn marker included.
+    pub tokens: Vec<usize>,
+    /// Tokens the model ran: the prompt once, plus each candidate token not
+    /// shared with an earlier candidate's prefix.
+    pub usage: Usage,
+}
+
+impl ChoiceScores {
+    /// The index of the candidate with the highest mean log-probability per
+    /// token (length-normalised, so short commands are not favoured for
+    /// their length alone); the first such on ties. `None` when empty.
+    pub fn best(&self) -> Option<usize> {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, (ll, n)) in self.log_likelihood.iter().zip(&self.tokens).enumerate() {
+            let mean = ll / (*n).max(1) as f64;
+            if best.is_none_or(|(_, b)| mean > b) {
+                best = Some((i, mean));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}
+
+/// A model that scores closed lists of candidate replies.
+#[async_trait]
+pub trait ChoiceScoring: Debug + Send + Sync + 'static {
+    /// The model's name, as its [`Llm::name`].
+    fn name(&self) -> &str;
+
+    /// Runs the chat prompt of `messages` once (as [`Llm::complete`] would,
+    /// up to the start of the assistant's reply) and scores every candidate
+    /// as the whole reply. Candidates sharing a token prefix share its cost.
+    async fn score_choices(
+        &self,
+        messages: &[ChatMessage],
+        choices: &[String],
+    ) -> Result<ChoiceScores, ServiceError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,6 +401,23 @@ mod tests {
         let short: f32 = a[..3].iter().zip(&b).map(|(x, y)| x * y).sum();
         assert_eq!(cosine(&a[..3], &b), short);
         assert_eq!(cosine(&[], &b), 0.0);
+    }
+
+    #[test]
+    fn the_best_choice_is_the_highest_mean_per_token() {
+        let scores = ChoiceScores {
+            log_likelihood: vec![-2.0, -3.0, -0.5, -3.0],
+            tokens: vec![1, 6, 1, 6],
+            usage: Usage::default(),
+        };
+        // -2.0, -0.5, -0.5, -0.5: the first of the ties wins.
+        assert_eq!(scores.best(), Some(1));
+        let empty = ChoiceScores {
+            log_likelihood: vec![],
+            tokens: vec![],
+            usage: Usage::default(),
+        };
+        assert_eq!(empty.best(), None);
     }
 
     #[test]

@@ -310,6 +310,11 @@ impl Llm for MeteredLlm {
             .record_llm(out.as_ref().map_err(|_| ()), start.elapsed());
         out
     }
+    /// Passed through unmetered: only an agent's policy scores choices, and
+    /// the harness counts policies itself, as it counts readers.
+    fn choice_scoring(&self) -> Option<Arc<dyn submem_core::ChoiceScoring>> {
+        self.inner.choice_scoring()
+    }
     fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
         self.inner.prefix_caching().map(|inner| {
             Arc::new(MeteredPrefixCaching {

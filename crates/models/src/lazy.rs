@@ -90,6 +90,17 @@ impl Llm for LazyLlm {
     }
     /// Loads the model (a caller asking for the capability is about to use
     /// it) and passes its capability through; `None` if loading fails.
+    /// Loads the model and passes its capability through; `None` if
+    /// loading fails (the next `complete` then reports why).
+    fn choice_scoring(&self) -> Option<Arc<dyn submem_core::ChoiceScoring>> {
+        match self.get() {
+            Ok(llm) => llm.choice_scoring(),
+            Err(e) => {
+                tracing::warn!(error = %e, "LLM unavailable; no choice scoring");
+                None
+            }
+        }
+    }
     fn prefix_caching(&self) -> Option<Arc<dyn PrefixCaching>> {
         match self.get() {
             Ok(llm) => llm.prefix_caching(),

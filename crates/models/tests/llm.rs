@@ -231,3 +231,43 @@ async fn q4_1_as_shipped_gives_the_same_greedy_answer() {
     assert!(!a.text.is_empty() && !b.text.is_empty());
     assert_ne!(shipped.name(), q8.name());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn choice_scores_rank_the_right_answer_and_sharing_changes_nothing() {
+    let llm = common::llm();
+    let scoring = llm
+        .choice_scoring()
+        .expect("the local model scores choices");
+    let messages = vec![ChatMessage::user(
+        "What is the capital of Germany? Reply with the city only.",
+    )];
+    let choices: Vec<String> = ["Berlin", "Banana", "go to desk 1", "go to desk 2", "Bern"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let together = scoring.score_choices(&messages, &choices).await.unwrap();
+    assert_eq!(together.log_likelihood.len(), choices.len());
+    assert_eq!(choices[together.best().unwrap()], "Berlin", "{together:?}");
+    // Each candidate scored alone gets the same log-likelihood: the shared
+    // prefixes (`go to desk`, `Ber`) only save work.
+    for (i, c) in choices.iter().enumerate() {
+        let alone = scoring
+            .score_choices(&messages, std::slice::from_ref(c))
+            .await
+            .unwrap();
+        let (a, b) = (alone.log_likelihood[0], together.log_likelihood[i]);
+        assert!((a - b).abs() < 1e-3, "{c}: alone {a}, together {b}");
+        assert_eq!(alone.tokens[0], together.tokens[i]);
+        assert!(a < 0.0);
+    }
+    // Sharing ran fewer tokens than scoring each alone would.
+    let prompt = llm
+        .tokenizer()
+        .encode(&LocalLlm::chat_prompt(&messages))
+        .unwrap()
+        .len() as u64;
+    let unshared: u64 = together.tokens.iter().map(|n| *n as u64 - 1).sum();
+    assert!(together.usage.input_tokens < prompt + unshared);
+    // An empty prompt is refused, not a panic.
+    assert!(scoring.score_choices(&[], &choices).await.is_err());
+}

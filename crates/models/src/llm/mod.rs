@@ -27,8 +27,13 @@
 //!   open) is prefilled once and the returned reader continues the cache for
 //!   every request whose prompt tokens start with the head's (see
 //!   [`LocalLlm::chat_prompt_head`]); other requests run in full.
+//! - [`Llm::choice_scoring`] offers [`submem_core::ChoiceScoring`]: the
+//!   log-likelihood of each of a list of candidate replies after a prompt
+//!   (an agent's admissible commands), the prompt run once and candidates
+//!   sharing their common token prefixes.
 
 mod prefix;
+mod score;
 mod tokenizer;
 mod weights;
 
@@ -551,6 +556,10 @@ impl Llm for LocalLlm {
     }
 
     fn prefix_caching(&self) -> Option<Arc<dyn submem_core::PrefixCaching>> {
+        Some(Arc::new(self.clone()))
+    }
+
+    fn choice_scoring(&self) -> Option<Arc<dyn submem_core::ChoiceScoring>> {
         Some(Arc::new(self.clone()))
     }
 

@@ -1,0 +1,292 @@
+//! `submem bench --dataset textworld|alfworld|scienceworld`: the live
+//! agentic regime ([`submem_bench::agentic`]): games, policy, regimes and
+//! the bridge's settings from the arguments, then the episode loop and the
+//! agentic report.
+
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use submem::registry::{Registry, SubstrateSpec};
+use submem_bench::agentic::bridge::{BridgeConfig, EnvKind};
+use submem_bench::agentic::episode::AgenticRegime;
+use submem_bench::agentic::games::{default_specs, games_from_dir, games_from_specs};
+use submem_bench::agentic::policy::{LlmPolicy, Policy, RandomPolicy, WalkthroughPolicy};
+use submem_bench::agentic::{report, run_episodes, AgenticOptions};
+use submem_models::{Config, LlmKind, ModelLocator};
+
+use crate::bench_cmd::{timestamp, BenchArgs};
+use crate::run_info;
+use crate::AnyError;
+
+/// Who picks the agent's commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyChoice {
+    /// The reader LLM (`--reader`): the local model chooses by likelihood among the admissible
+    /// commands; an OpenAI-compatible server is asked for one and its reply mapped onto them.
+    Llm,
+    /// The game's own walkthrough: wins every game (the upper bound; checks the environment).
+    Walkthrough,
+    /// A seeded uniform choice among the admissible commands (the lower bound).
+    Random,
+}
+
+/// Which regimes an agentic run plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RegimeChoice {
+    /// Memory starts empty and accumulates the episode's own steps.
+    Within,
+    /// Memory starts from a bank of the training games' walkthroughs (--train-games).
+    Cross,
+    /// Both.
+    Both,
+}
+
+/// The options of a live agentic run (`--dataset textworld|alfworld|scienceworld`).
+#[derive(Debug, Args)]
+pub struct AgenticArgs {
+    /// Games to play: `kind:setting=value,…` specs separated by `;`, e.g.
+    /// `cooking:seeds=1-5,recipe=1,take=1,go=1` (see docs/AGENTIC.md). Default: a ladder from
+    /// easy to long quests. Ignored with --data DIR.
+    #[arg(long, value_name = "SPECS", help_heading = "Live environments")]
+    pub games: Option<String>,
+    /// Training games for the cross-episode regime (their walkthroughs make the bank).
+    #[arg(long, value_name = "SPECS", help_heading = "Live environments")]
+    pub train_games: Option<String>,
+    /// Within-episode accumulation, cross-episode recovery, or both.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "within",
+        help_heading = "Live environments"
+    )]
+    pub regime: RegimeChoice,
+    /// Who picks commands.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "llm",
+        help_heading = "Live environments"
+    )]
+    pub policy: PolicyChoice,
+    /// Most steps an episode takes (ALFWorld's evaluation uses 50).
+    #[arg(long, default_value_t = 50, help_heading = "Live environments")]
+    pub steps: u32,
+    /// Manage memory every N steps (0: only at the end of an episode).
+    #[arg(long, default_value_t = 10, help_heading = "Live environments")]
+    pub manage_every: u32,
+    /// Seconds to wait for one step of the environment before stopping its bridge.
+    #[arg(long, default_value_t = 30.0, help_heading = "Live environments")]
+    pub step_timeout: f64,
+    /// Seconds to wait for the bridge to start, generate a game or reset one.
+    #[arg(long, default_value_t = 180.0, help_heading = "Live environments")]
+    pub make_timeout: f64,
+}
+
+/// Whether `args` asks for a live environment rather than a QA dataset.
+pub fn is_live(args: &BenchArgs) -> bool {
+    match EnvKind::parse(&args.dataset) {
+        // `--dataset alfworld --data trajectories.json`: recorded trajectories and probes.
+        Some(EnvKind::Alfworld) => args.data.as_ref().is_none_or(|d| d.is_dir()),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+fn seconds(v: f64, flag: &str) -> Result<Duration, AnyError> {
+    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+        return Err(format!("{flag} must be between 0 and 86400 seconds, got {v}").into());
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Runs a live agentic bench.
+pub async fn run(
+    args: BenchArgs,
+    mut config: Config,
+    quiet: bool,
+    registry: Arc<Registry>,
+) -> Result<ExitCode, AnyError> {
+    let Some(env) = EnvKind::parse(&args.dataset) else {
+        return Err(format!("{} is not a live environment", args.dataset).into());
+    };
+    let a = &args.agentic;
+    // The packing baselines belong to QA reports; an agentic run plays what it is told.
+    let specs = SubstrateSpec::parse_list(&args.substrates)?;
+    for s in &specs {
+        registry.check(s)?;
+    }
+    let games = match &args.data {
+        Some(dir) => games_from_dir(env, dir)?,
+        None => games_from_specs(env, a.games.as_deref().unwrap_or(default_specs(env)))?,
+    };
+    let regimes = match a.regime {
+        RegimeChoice::Within => vec![AgenticRegime::Within],
+        RegimeChoice::Cross => vec![AgenticRegime::Cross],
+        RegimeChoice::Both => vec![AgenticRegime::Within, AgenticRegime::Cross],
+    };
+    let train_games = match &a.train_games {
+        Some(spec) => games_from_specs(env, spec)?,
+        None => Vec::new(),
+    };
+    if let Some(g) = train_games
+        .iter()
+        .find(|t| games.iter().any(|g| g.id == t.id))
+    {
+        return Err(format!(
+            "training game {} is also a test game: choose other seeds",
+            g.id
+        )
+        .into());
+    }
+    let cache = ModelLocator::new(&config.models).cache_dir()?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench-out").join(format!("{}-{}", timestamp(), env)));
+    let mut bridge = BridgeConfig::new(&cache);
+    bridge.step_timeout = seconds(a.step_timeout, "--step-timeout")?;
+    bridge.make_timeout = seconds(a.make_timeout, "--make-timeout")?;
+    let abort_after = match std::env::var("SUBMEM_BENCH_ABORT_AFTER") {
+        Ok(v) => Some(
+            v.parse::<usize>()
+                .map_err(|e| format!("SUBMEM_BENCH_ABORT_AFTER={v:?}: {e}"))?,
+        ),
+        Err(_) => None,
+    };
+    let opts = AgenticOptions {
+        budgets: args.budget.clone(),
+        ks: if args.k.is_empty() {
+            vec![1, 5]
+        } else {
+            args.k.clone()
+        },
+        regimes,
+        train_games,
+        step_cap: a.steps,
+        manage_every: a.manage_every,
+        seed: args.seed,
+        jobs: args.jobs,
+        out: out.clone(),
+        trace: args.trace,
+        progress: !quiet,
+        abort_after,
+        bridge,
+    };
+    opts.validate()?;
+    if args.check {
+        println!(
+            "submem bench: arguments ok: {} games of {env}, {} substrates, budgets {:?}, k {:?}, policy {:?}",
+            games.len(),
+            specs.len(),
+            opts.budgets,
+            opts.ks,
+            a.policy
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // Memory writers: rule writers unless asked (as on the synthetic set:
+    // the 135M model writing memory at every step would take most of a run).
+    config.services.memory_llm = match args.memory_llm {
+        Some(c) => c.into(),
+        None => LlmKind::None,
+    };
+    let services = config.lazy_services()?;
+    let policy: Arc<dyn Policy> = match a.policy {
+        PolicyChoice::Walkthrough => Arc::new(WalkthroughPolicy),
+        PolicyChoice::Random => Arc::new(RandomPolicy),
+        PolicyChoice::Llm => {
+            let kind: LlmKind = args.reader.map_or(LlmKind::Local, Into::into);
+            let llm = config
+                .lazy_llm(kind, "policy")
+                .ok_or("--policy llm needs a reader: --reader local or --reader openai")?;
+            Arc::new(LlmPolicy::new(llm, services.tokens.clone()))
+        }
+    };
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut notes = vec![
+        format!(
+            "environment {env}: {} games ({})",
+            games.len(),
+            games
+                .iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        format!("policy: {}", policy.name()),
+        match services.llm.as_ref() {
+            Some(l) => format!("memory LLM: {}", l.name()),
+            None => {
+                "memory LLM: none (rule writers; `--memory-llm local` brings the local model in)"
+                    .into()
+            }
+        },
+    ];
+    if !opts.train_games.is_empty() {
+        notes.push(format!(
+            "training games (cross-episode bank): {}",
+            opts.train_games
+                .iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let info = serde_json::json!({
+        "dataset": env.name(),
+        "data": args.data,
+        "games": games.iter().map(|g| g.id.clone()).collect::<Vec<_>>(),
+        "train_games": opts.train_games.iter().map(|g| g.id.clone()).collect::<Vec<_>>(),
+        "substrates": specs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "budgets": opts.budgets,
+        "k": opts.ks,
+        "regimes": opts.regimes,
+        "policy": policy.name(),
+        "memory_llm": services.llm.as_ref().map(|l| l.name().to_string()),
+        "steps": opts.step_cap,
+        "manage_every": opts.manage_every,
+        "seed": opts.seed,
+        (run_info::NOTES): notes,
+    });
+    run_info::write(&out, &info)?;
+    let outcome = run_episodes(games, specs, registry, services, policy, opts).await?;
+    if outcome.resumed > 0 {
+        notes.push(format!(
+            "resumed: {} episodes were already done, {} added",
+            outcome.resumed, outcome.new_episodes
+        ));
+    }
+    notes.push(format!(
+        "wall time of this run: {:.1} s",
+        outcome.wall_seconds
+    ));
+    for s in &outcome.skipped {
+        notes.push(format!("skipped {s}"));
+    }
+    for f in &outcome.failures {
+        notes.push(format!("failed: {f}"));
+    }
+    let summary = report::summarize(&outcome.episodes, &outcome.banks);
+    let md = report::write_all(&out, &summary, &notes)?;
+    println!("{md}");
+    println!(
+        "results: {}/episodes.jsonl, agentic.json, report.md, k.svg",
+        out.display()
+    );
+    if !outcome.failures.is_empty() {
+        eprintln!("error: {} episode(s) failed:", outcome.failures.len());
+        for f in &outcome.failures {
+            eprintln!("  {f}");
+        }
+        return Ok(ExitCode::from(1));
+    }
+    if outcome.episodes.is_empty() {
+        eprintln!("error: no substrate produced an episode");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
