@@ -4,7 +4,7 @@
 # scienceworld in a virtual environment under the submem cache, once per
 # machine. The harness finds it there (or at $SUBMEM_AGENT_PYTHON).
 #
-#   scripts/agent-envs.sh install    create the venv and install (no-op when done)
+#   scripts/agent-envs.sh install    create the venv and install, and a Java runtime (no-op when done)
 #   scripts/agent-envs.sh python     print the venv's python (installing first)
 #   scripts/agent-envs.sh check      say what is missing, exit 1 if anything is
 #
@@ -58,8 +58,21 @@ check() {
     return $missing
 }
 
+java_runtime() {
+    # ScienceWorld's simulator is a jar: install Debian's Java runtime when
+    # missing (root or sudo), as scripts/chromium.sh installs Chromium.
+    if command -v java >/dev/null; then
+        return 0
+    fi
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    log "installing a Java runtime for ScienceWorld (openjdk-17-jre-headless)"
+    $sudo apt-get update -qq || true
+    $sudo apt-get install -y -qq openjdk-17-jre-headless >&2
+}
+
 case "${1:-}" in
-    install) install ;;
+    install) install; java_runtime ;;
     python) install; echo "$venv/bin/python" ;;
     check) check ;;
     *) echo "usage: $0 install|python|check" >&2; exit 2 ;;

@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 echo "== llama.cpp's OpenAI-compatible server for the tests (built once per machine)"
 ./scripts/llama-server.sh install
 
+echo "== TextWorld, ALFWorld and ScienceWorld for the agentic tests (installed once per machine)"
+./scripts/agent-envs.sh install
+
 echo "== Chromium and chromedriver for the inspector's browser test"
 ./scripts/chromium.sh install
 

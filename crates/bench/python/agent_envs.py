@@ -24,6 +24,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 import traceback
 
 PROTOCOL = 1
@@ -91,7 +92,7 @@ TW_KINDS = {
 TW_FLAGS = {"open", "cook", "cut"}  # tw-cooking switches without a value
 
 
-def tw_make(spec):
+def tw_make(spec, timeout):
     kind = spec.get("kind")
     if kind not in TW_KINDS:
         raise Refused("spec", f"unknown TextWorld game kind {kind!r}; known: {', '.join(sorted(TW_KINDS))}")
@@ -119,8 +120,14 @@ def tw_make(spec):
     # Generated under a temporary name and moved: a killed generation leaves
     # no half-written game for the next run to load.
     tmp = os.path.join(folder, f".tmp-{os.getpid()}-{name}.z8")
-    proc = subprocess.run([tw_make_bin] + args + ["--output", tmp, "-f", "--silent"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # Killed at the deadline (a bridge killed instead would leave it running).
+        proc = subprocess.run([tw_make_bin] + args + ["--output", tmp, "-f", "--silent"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Refused("timeout", f"tw-make {' '.join(args)} took longer than {timeout:.0f} s "
+                                 "(large worlds take minutes: raise the make timeout)")
     if proc.returncode != 0 or not os.path.exists(tmp):
         raise Refused("spec", f"tw-make {' '.join(args)} failed: {proc.stdout.strip()[-500:]}")
     for ext in (".json", ".ni"):
@@ -131,11 +138,27 @@ def tw_make(spec):
     return path
 
 
+def check_story_file(path):
+    """Refuses a .z8/.ulx file that is no story file: the interpreter would
+    end the whole process on it ("Fatal error: Story file read error")."""
+    if not path.endswith((".z8", ".z5", ".ulx")):
+        return
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if path.endswith(".ulx"):
+        ok = head[:4] == b"Glul"
+    else:
+        ok = len(head) == 64 and 1 <= head[0] <= 8
+    if not ok:
+        raise Refused("game", f"{path} is not a playable game: not a {'Glulx' if path.endswith('.ulx') else 'Z-machine'} story file")
+
+
 class TextWorldGame:
     def __init__(self, path, wrappers=()):
         import textworld
         if not os.path.exists(path):
             raise Refused("game", f"no game file at {path}")
+        check_story_file(path)
         infos = textworld.EnvInfos(objective=True, admissible_commands=True, max_score=True,
                                    score=True, won=True, lost=True, extras=["walkthrough"])
         try:
@@ -448,7 +471,7 @@ def serve():
             elif op == "make":
                 spec = req.get("spec") or {}
                 if env == "textworld":
-                    out = {"game": tw_make(spec)}
+                    out = {"game": tw_make(spec, float(req.get("timeout") or 170))}
                 elif env == "alfworld":
                     out = {"game": alfworld_make(spec)}
                 else:
@@ -470,7 +493,11 @@ def serve():
             elif op == "step":
                 if game is None:
                     raise Refused("request", "step before reset")
+                began = time.perf_counter()
                 out = game.step(str(req.get("command", "")))
+                # The environment's own time, so that the harness can tell
+                # the bridge's overhead apart.
+                out["env_seconds"] = time.perf_counter() - began
             elif op == "close":
                 answer({"id": rid, "ok": True})
                 break

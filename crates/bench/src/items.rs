@@ -124,6 +124,10 @@ pub struct ItemRecord {
     /// Tokens the judge call used (prompt + reply), as the judge counted them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_tokens: Option<u64>,
+    /// P8: whether the agent's episode reached its goal (1/0); only for an
+    /// episode seen as an item ([`crate::agentic::episode::EpisodeRecord::as_item`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_success: Option<f64>,
     /// What the substrate showed for this item, kept with `--trace` (the
     /// inspector's report view puts every substrate's memory for a question
     /// side by side from it).

@@ -169,6 +169,7 @@ pub(crate) async fn read_item(
         judge: None,
         judge_reply: None,
         judge_tokens: None,
+        task_success: None,
         shown: ctx.opts.trace.then(|| ShownMemory {
             question: q.text.clone(),
             evidence: q.evidence.clone(),

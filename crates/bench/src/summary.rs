@@ -500,6 +500,7 @@ mod tests {
             judge,
             judge_reply: None,
             judge_tokens: None,
+            task_success: None,
             shown: None,
         }
     }

@@ -9,7 +9,12 @@
 //! question nor split into train and held-out questions.
 //! The regime of an item is read from its dataset name (`alfworld`, `probes`
 //! and `*-agentic` are agentic, everything else conversational), since item
-//! records do not carry it.
+//! records do not carry it. A directory of an agentic run (`submem bench
+//! --dataset textworld|alfworld|scienceworld`) holds `episodes.jsonl`
+//! instead: each episode is an agentic observation (dataset
+//! `<env>-agentic`, the game as its conversation, the regime as its
+//! question) whose quality is task success, so `fit` takes QA and agentic
+//! runs together.
 
 use clap::{Args, Subcommand};
 use std::collections::HashMap;
@@ -17,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use submem::registry::Registry;
+use submem_bench::agentic::episode::EpisodeRecord;
+use submem_bench::agentic::EPISODES_FILE;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
 use submem_bench::reader::{fixed_prompt_tokens, ReaderSettings};
 use submem_bench::{Dataset, DatasetKind};
@@ -49,8 +56,8 @@ pub struct FitArgs {
     /// Where to write the policy file.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
-    /// Quality metric: judge, f1, coverage, recall_verbatim or recall. Default: the first of
-    /// those that every substrate has.
+    /// Quality metric: judge, f1, coverage, recall_verbatim, recall or task_success. Default, per
+    /// regime: the first of those that every substrate has (task success first in agentic cells).
     #[arg(long)]
     pub metric: Option<String>,
     /// Never choose a candidate whose median read latency exceeds this (ms).
@@ -150,6 +157,7 @@ pub fn scores_of(i: &ItemRecord) -> Scores {
             .then(|| f64::from(i.coverage.whole) / f64::from(i.coverage.gold)),
         recall_verbatim: i.recall_verbatim,
         recall: i.recall_at_k,
+        task_success: i.task_success,
     }
 }
 
@@ -167,8 +175,48 @@ fn need(dir: &Path, name: &str) -> Result<PathBuf, AnyError> {
     }
 }
 
-/// Reads one bench output directory as observations.
+/// The episodes of an agentic run directory (`episodes.jsonl`), each as an
+/// item ([`EpisodeRecord::as_item`]) with its final history length.
+pub fn episode_items(dir: &Path) -> Result<Vec<(ItemRecord, u64)>, AnyError> {
+    let path = dir.join(EPISODES_FILE);
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let episodes: Vec<EpisodeRecord> = read_jsonl(&path)?;
+    Ok(episodes
+        .iter()
+        .map(|e| (e.as_item(), e.history_tokens as u64))
+        .collect())
+}
+
+fn observation(i: &ItemRecord, history_tokens: u64) -> Observation {
+    Observation {
+        dataset: i.key.dataset.clone(),
+        conversation: i.key.conversation.clone(),
+        question_id: i.key.question_id.clone(),
+        spec: i.key.substrate.clone(),
+        regime: regime_of(&i.key.dataset),
+        history_tokens,
+        budget: i.key.budget,
+        k: i.key.k,
+        scores: scores_of(i),
+        read_seconds: i.read_seconds,
+    }
+}
+
+/// Reads one bench output directory as observations: a QA run's items, an
+/// agentic run's episodes (task success), or both.
 pub fn load_observations(dir: &Path) -> Result<Vec<Observation>, AnyError> {
+    let episodes = episode_items(dir)?;
+    if !episodes.is_empty() && !dir.join("items.jsonl").is_file() {
+        return Ok(episodes.iter().map(|(i, h)| observation(i, *h)).collect());
+    }
+    let mut out: Vec<Observation> = episodes.iter().map(|(i, h)| observation(i, *h)).collect();
+    out.extend(load_qa_observations(dir)?);
+    Ok(out)
+}
+
+fn load_qa_observations(dir: &Path) -> Result<Vec<Observation>, AnyError> {
     let items: Vec<ItemRecord> = read_jsonl(&need(dir, "items.jsonl")?)?;
     let writes: Vec<WriteRecord> = read_jsonl(&need(dir, "writes.jsonl")?)?;
     let mut depth: HashMap<(&str, &str), u64> = HashMap::new();
@@ -189,18 +237,7 @@ pub fn load_observations(dir: &Path) -> Result<Vec<Observation>, AnyError> {
                         i.key.conversation
                     )
                 })?;
-            Ok(Observation {
-                dataset: i.key.dataset.clone(),
-                conversation: i.key.conversation.clone(),
-                question_id: i.key.question_id.clone(),
-                spec: i.key.substrate.clone(),
-                regime: regime_of(&i.key.dataset),
-                history_tokens,
-                budget: i.key.budget,
-                k: i.key.k,
-                scores: scores_of(i),
-                read_seconds: i.read_seconds,
-            })
+            Ok(observation(i, history_tokens))
         })
         .collect()
 }

@@ -41,7 +41,8 @@ pub struct EvalArgs {
     /// A single substrate to compare with (repeatable; default: every other spec).
     #[arg(long)]
     pub against: Vec<String>,
-    /// Score: judge, f1, coverage, recall_verbatim or recall (default: the policy's, else coverage).
+    /// Score: judge, f1, coverage, recall_verbatim, recall or task_success (default: the policy's, else
+    /// coverage; task_success for an agentic run).
     #[arg(long)]
     pub metric: Option<String>,
     /// Print JSON instead of a markdown table.
@@ -73,6 +74,7 @@ fn scorer(metric: QualityMetric) -> Scorer {
         },
         QualityMetric::RecallVerbatim => |i| i.recall_verbatim,
         QualityMetric::Recall => |i| i.recall_at_k,
+        QualityMetric::TaskSuccess => |i| i.task_success,
     }
 }
 
@@ -180,7 +182,11 @@ pub fn eval_table(rows: &[EvalRow]) -> String {
 /// Runs `submem route eval`.
 pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
     let path = a.out.join("items.jsonl");
-    if !path.is_file() {
+    let episodes: Vec<ItemRecord> = crate::route_cmd::episode_items(&a.out)?
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+    if !path.is_file() && episodes.is_empty() {
         return Err(format!(
             "{} not found: is {} a `submem bench` output directory?",
             path.display(),
@@ -188,7 +194,13 @@ pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
         )
         .into());
     }
-    let items: Vec<ItemRecord> = read_jsonl(&path)?;
+    let mut items: Vec<ItemRecord> = if path.is_file() {
+        read_jsonl(&path)?
+    } else {
+        Vec::new()
+    };
+    let agentic_run = items.is_empty();
+    items.extend(episodes);
     let policy = a.policy.as_deref().map(PolicyFile::load).transpose()?;
     let split = match (&policy, a.all_items) {
         (_, true) => None,
@@ -199,7 +211,9 @@ pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
     };
     let metric = match (&a.metric, &policy) {
         (Some(m), _) => parse_metric(m)?,
+        (None, Some(p)) if agentic_run => p.agentic_quality_metric.unwrap_or(p.quality_metric),
         (None, Some(p)) => p.quality_metric,
+        (None, None) if agentic_run => QualityMetric::TaskSuccess,
         (None, None) => QualityMetric::Coverage,
     };
     let labels: BTreeSet<&str> = items.iter().map(|i| i.key.substrate.as_str()).collect();
@@ -254,6 +268,6 @@ fn display(p: &Path) -> String {
 /// Parses `--metric`.
 pub fn parse_metric(s: &str) -> Result<QualityMetric, AnyError> {
     QualityMetric::parse(s).ok_or_else(|| {
-        format!("unknown metric {s:?}; known: judge, f1, coverage, recall_verbatim, recall").into()
+        format!("unknown metric {s:?}; known: judge, f1, coverage, recall_verbatim, recall, task_success").into()
     })
 }

@@ -473,3 +473,68 @@ fn a_server_killed_mid_run_is_named_and_the_same_command_resumes() {
     assert_eq!(after.len(), 6, "each question once");
     assert!(after.iter().all(|i| i["answered"] == true));
 }
+
+#[test]
+fn an_agentic_episode_is_steered_through_the_server_and_its_replies_mapped() {
+    let _turn = take_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let server = LlamaServer::start(dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (url, tally) = rt.block_on(tap(server.url()));
+    let out = dir.path().join("alfworld");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_submem"));
+    c.args([
+        "-q",
+        "bench",
+        "--dataset",
+        "alfworld",
+        "--games",
+        "pick:seeds=1",
+    ])
+    .args([
+        "--policy",
+        "llm",
+        "--reader",
+        "openai",
+        "--substrates",
+        "nomem,m2",
+    ])
+    .args(["--k", "1", "--budget", "1024", "--steps", "4"])
+    .arg("--out")
+    .arg(&out)
+    .env_remove("SUBMEM_BENCH_ABORT_AFTER")
+    .env("SUBMEM_OPENAI_BASE_URL", &url)
+    .env("SUBMEM_OPENAI_MODEL", "smollm2-135m")
+    .env("SUBMEM_OPENAI_TIMEOUT_SECS", "120");
+    let o = run_ok(c);
+    let episodes = jsonl(&out.join("episodes.jsonl"));
+    assert_eq!(episodes.len(), 2, "{}", text(&o));
+    let mut policy_tokens = 0;
+    for e in &episodes {
+        assert!(
+            e["policy"].as_str().unwrap().starts_with("llm-chat:"),
+            "{e}"
+        );
+        let steps = e["steps"].as_u64().unwrap();
+        assert!(steps >= 1);
+        assert_eq!(e["policy_calls"].as_u64(), Some(steps));
+        policy_tokens += e["policy_tokens"].as_u64().unwrap();
+        for s in e["step_records"].as_array().unwrap() {
+            // Every reply came back and was either mapped onto an admissible
+            // command or counted as unmapped.
+            assert!(s["reply"].is_string() && s["mapped"].is_boolean(), "{s}");
+        }
+        let unmapped = e["step_records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["mapped"] == false)
+            .count() as u64;
+        assert_eq!(e["unmapped_replies"].as_u64(), Some(unmapped));
+    }
+    // The policy's tokens are what the server counted (rule writers: the
+    // substrates made no LLM calls).
+    assert_eq!(policy_tokens, tally.tokens.load(Ordering::SeqCst));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| nomem | within | 1024 | 1 |"), "{report}");
+}

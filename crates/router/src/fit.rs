@@ -13,9 +13,13 @@
 //! median latency, then by name. Questions held out by `holdout` are never
 //! fitted on.
 //!
-//! `QualityMetric` is chosen automatically as the first of
-//! [`QualityMetric::PREFERENCE`] that every routable spec has on at least one
-//! training item, unless the settings fix it.
+//! `QualityMetric` is chosen automatically per regime, unless the settings
+//! fix one for both: for conversational cells the first of
+//! [`QualityMetric::PREFERENCE`], for agentic cells the first of
+//! [`QualityMetric::AGENTIC_PREFERENCE`] (task success first, when episodes
+//! were played), that every routable spec measured in that regime has on at
+//! least one training item. So QA runs and agentic runs fit one policy: its
+//! agentic cells (and their `k`) come from measured task success.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,6 +50,8 @@ pub struct Scores {
     pub recall_verbatim: Option<f64>,
     /// P6.
     pub recall: Option<f64>,
+    /// P8 task success of an episode as 1/0.
+    pub task_success: Option<f64>,
 }
 
 impl Scores {
@@ -57,6 +63,7 @@ impl Scores {
             QualityMetric::Coverage => self.coverage,
             QualityMetric::RecallVerbatim => self.recall_verbatim,
             QualityMetric::Recall => self.recall,
+            QualityMetric::TaskSuccess => self.task_success,
         }
     }
 }
@@ -136,20 +143,55 @@ pub fn fit(
             "no training items of a routable substrate (m1, m2, m10, flexa...)".into(),
         ));
     }
-    let metric = match settings.metric {
-        Some(m) => m,
-        None => QualityMetric::PREFERENCE
-            .into_iter()
-            .find(|m| {
-                specs.iter().all(|s| {
-                    train
-                        .iter()
-                        .any(|o| o.spec == *s && o.scores.get(*m).is_some())
-                })
+    let metric_for = |regime: Regime, preference: &[QualityMetric]| -> Option<QualityMetric> {
+        let in_regime: BTreeSet<&str> = specs
+            .iter()
+            .copied()
+            .filter(|s| train.iter().any(|o| o.spec == *s && o.regime == regime))
+            .collect();
+        if in_regime.is_empty() {
+            return None;
+        }
+        preference.iter().copied().find(|m| {
+            in_regime.iter().all(|s| {
+                train
+                    .iter()
+                    .any(|o| o.spec == *s && o.regime == regime && o.scores.get(*m).is_some())
             })
-            .ok_or_else(|| {
-                RouterError::BadPolicy("no quality metric is defined for every substrate".into())
-            })?,
+        })
+    };
+    let no_metric = |regime: &str| {
+        RouterError::BadPolicy(format!(
+            "no quality metric is defined for every substrate of the {regime} runs"
+        ))
+    };
+    let has = |regime: Regime| train.iter().any(|o| o.regime == regime);
+    let (metric, agentic_metric) = match settings.metric {
+        Some(m) => (m, None),
+        None => {
+            let conversational = if has(Regime::Conversational) {
+                Some(
+                    metric_for(Regime::Conversational, &QualityMetric::PREFERENCE)
+                        .ok_or_else(|| no_metric("conversational"))?,
+                )
+            } else {
+                None
+            };
+            let agentic = if has(Regime::Agentic) {
+                Some(
+                    metric_for(Regime::Agentic, &QualityMetric::AGENTIC_PREFERENCE)
+                        .ok_or_else(|| no_metric("agentic"))?,
+                )
+            } else {
+                None
+            };
+            match (conversational, agentic) {
+                (Some(c), Some(a)) if a != c => (c, Some(a)),
+                (Some(c), _) => (c, None),
+                (None, Some(a)) => (a, None),
+                (None, None) => return Err(no_metric("training")),
+            }
+        }
     };
     // cell -> candidate (spec, k) -> question -> (quality, latency)
     type Candidates<'a> = BTreeMap<(&'a str, usize), BTreeMap<Question, (f64, f64)>>;
@@ -160,7 +202,11 @@ pub fn fit(
         if names.parse_method(name).is_none() || !is_member(name) {
             continue; // the router's own items, baselines, non-members
         }
-        let Some(q) = o.scores.get(metric) else {
+        let m = match (o.regime, agentic_metric) {
+            (Regime::Agentic, Some(a)) => a,
+            _ => metric,
+        };
+        let Some(q) = o.scores.get(m) else {
             continue;
         };
         let key = settings.key_for(o.regime, o.history_tokens, o.budget);
@@ -185,6 +231,7 @@ pub fn fit(
         format: POLICY_FORMAT.into(),
         version: POLICY_VERSION,
         quality_metric: metric,
+        agentic_quality_metric: agentic_metric,
         settings: settings.clone(),
         sources,
         cells,

@@ -145,6 +145,9 @@ pub enum QualityMetric {
     RecallVerbatim,
     /// P6, Recall@k of gold evidence ids at any resolution.
     Recall,
+    /// P8, whether an agent's episode reached its goal (1/0): the quality
+    /// of agentic runs (`submem bench --dataset textworld|alfworld|…`).
+    TaskSuccess,
 }
 
 impl QualityMetric {
@@ -160,9 +163,21 @@ impl QualityMetric {
         QualityMetric::Recall,
     ];
 
+    /// Every metric, for agentic cells, most preferred first: task success
+    /// where episodes were played, else what probe questions measured.
+    pub const AGENTIC_PREFERENCE: [QualityMetric; 6] = [
+        QualityMetric::TaskSuccess,
+        QualityMetric::Judge,
+        QualityMetric::F1,
+        QualityMetric::Coverage,
+        QualityMetric::RecallVerbatim,
+        QualityMetric::Recall,
+    ];
+
     /// Its name in files and on the command line.
     pub fn name(self) -> &'static str {
         match self {
+            QualityMetric::TaskSuccess => "task_success",
             QualityMetric::Judge => "judge",
             QualityMetric::F1 => "f1",
             QualityMetric::Coverage => "coverage",
@@ -171,10 +186,11 @@ impl QualityMetric {
         }
     }
 
-    /// Parses a name (`judge`, `f1`, `coverage`, `recall_verbatim`, `recall`).
+    /// Parses a name (`judge`, `f1`, `coverage`, `recall_verbatim`,
+    /// `recall`, `task_success`).
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.trim().replace('-', "_").to_ascii_lowercase();
-        Self::PREFERENCE.into_iter().find(|m| m.name() == s)
+        Self::AGENTIC_PREFERENCE.into_iter().find(|m| m.name() == s)
     }
 }
 
@@ -186,8 +202,13 @@ pub struct PolicyFile {
     pub format: String,
     /// Always [`POLICY_VERSION`] for this build.
     pub version: u32,
-    /// The quality compared.
+    /// The quality compared (in conversational cells, and in agentic ones
+    /// unless `agentic_quality_metric` says otherwise).
     pub quality_metric: QualityMetric,
+    /// The quality compared in agentic cells, when it differs (task success
+    /// from played episodes beside QA runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentic_quality_metric: Option<QualityMetric>,
     /// The settings of the fit (buckets, cap, split...).
     pub settings: FitSettings,
     /// The bench output directories fitted on.

@@ -281,3 +281,70 @@ fn variants_of_one_method_need_a_member_list_and_keep_their_names() {
         .to_string()
         .contains("canonical"));
 }
+
+/// An episode of a game as an observation (as `submem route fit` reads
+/// `episodes.jsonl`): task success is its quality.
+fn episode(spec: &str, game: usize, k: usize, won: bool, ms: f64) -> Observation {
+    Observation {
+        dataset: "alfworld-agentic".into(),
+        conversation: format!("game{game}"),
+        question_id: "within".into(),
+        spec: spec.into(),
+        regime: Regime::Agentic,
+        history_tokens: 900,
+        budget: 1024,
+        k,
+        scores: Scores {
+            task_success: Some(if won { 1.0 } else { 0.0 }),
+            ..Scores::default()
+        },
+        read_seconds: ms / 1000.0,
+    }
+}
+
+#[test]
+fn qa_runs_and_agentic_runs_fit_one_policy_each_regime_on_its_own_metric() {
+    let mut obs = sample();
+    for g in 0..6 {
+        // m2 wins more games at k 1 than at k 5; m7 wins most at k 1.
+        obs.push(episode("m2", g, 1, g < 3, 1.0));
+        obs.push(episode("m2", g, 5, g < 1, 1.0));
+        obs.push(episode("m7", g, 1, g < 4, 2.0));
+        obs.push(episode("m7", g, 5, g < 2, 2.0));
+    }
+    let p = fit(&obs, &FitSettings::default(), vec![], &RouteNames::papers()).unwrap();
+    assert_eq!(p.quality_metric, QualityMetric::Coverage);
+    assert_eq!(p.agentic_quality_metric, Some(QualityMetric::TaskSuccess));
+    let key = p.key_for(Regime::Agentic, 900, 1024);
+    let c = p.cell(&key).unwrap().choice.as_ref().unwrap();
+    assert_eq!((c.substrate.as_str(), c.top_k), ("m7", 1));
+    let m2 = p
+        .cell(&key)
+        .unwrap()
+        .evidence
+        .iter()
+        .find(|e| e.spec == "m2" && e.k == 1)
+        .unwrap();
+    assert!((m2.quality - 0.5).abs() < 1e-9);
+    // The conversational cells are as without the episodes.
+    assert_eq!(choice(&p, 2048), ("flexa".into(), 10));
+    // The file round-trips with its second metric.
+    let back = PolicyFile::from_json(&p.to_json().unwrap()).unwrap();
+    assert_eq!(back, p);
+    // Agentic runs alone: task success is the file's metric.
+    let only: Vec<Observation> = obs
+        .into_iter()
+        .filter(|o| o.regime == Regime::Agentic)
+        .collect();
+    let p = fit(
+        &only,
+        &FitSettings::default(),
+        vec![],
+        &RouteNames::papers(),
+    )
+    .unwrap();
+    assert_eq!(
+        (p.quality_metric, p.agentic_quality_metric),
+        (QualityMetric::TaskSuccess, None)
+    );
+}

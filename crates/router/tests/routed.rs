@@ -111,6 +111,7 @@ fn policy(substrate: &str, compose: Option<(&str, f64)>) -> PolicyFile {
         format: submem_router::fitted::POLICY_FORMAT.into(),
         version: submem_router::fitted::POLICY_VERSION,
         quality_metric: QualityMetric::Coverage,
+        agentic_quality_metric: None,
         settings: FitSettings::default(),
         sources: vec!["hand-made".into()],
         cells: vec![Cell {

@@ -139,6 +139,10 @@ pub struct EnvState {
     /// Whether the command that led here was not admissible.
     #[serde(default)]
     pub invalid: bool,
+    /// Seconds the environment itself spent on the step, measured inside
+    /// the bridge (answers to `step` only).
+    #[serde(default)]
+    pub env_seconds: f64,
     /// The game's own solution (answers to `reset` only; `None` when the
     /// environment has none).
     #[serde(default)]
@@ -292,7 +296,14 @@ impl Bridge {
     ) -> Result<String> {
         let out = self
             .request(
-                json!({"op": "make", "env": env.name(), "spec": spec}),
+                json!({
+                    "op": "make",
+                    "env": env.name(),
+                    "spec": spec,
+                    // The bridge stops a generation itself a little before
+                    // the harness would stop the bridge.
+                    "timeout": (self.config.make_timeout.as_secs_f64() * 0.95).max(1.0),
+                }),
                 self.config.make_timeout,
             )
             .await?;

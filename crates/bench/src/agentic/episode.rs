@@ -86,6 +86,10 @@ pub struct StepRecord {
     pub write_seconds: f64,
     /// Seconds of the environment's step, bridge included.
     pub env_seconds: f64,
+    /// Of those, the environment's own (measured inside the bridge): the
+    /// rest is the bridge's overhead.
+    #[serde(default)]
+    pub env_own_seconds: f64,
 }
 
 /// One episode: a substrate, a game, a regime, a budget and a `k`.
@@ -152,6 +156,59 @@ pub struct EpisodeRecord {
 }
 
 impl EpisodeRecord {
+    /// The episode as one item of a QA-shaped run, for the router's fit
+    /// and evaluation: dataset `<env>-agentic`, conversation the game,
+    /// question the regime; task success its quality; the median step's
+    /// read time its read time, the mean memory block its retrieved tokens.
+    pub fn as_item(&self) -> crate::items::ItemRecord {
+        let reads: Vec<f64> = self.step_records.iter().map(|s| s.read_seconds).collect();
+        let shown = self
+            .step_records
+            .iter()
+            .map(|s| s.memory_tokens)
+            .sum::<usize>()
+            / self.step_records.len().max(1);
+        crate::items::ItemRecord {
+            key: crate::items::ItemKey {
+                substrate: self.substrate.clone(),
+                dataset: format!("{}-agentic", self.env),
+                conversation: self.game.clone(),
+                question_id: self.regime.name().to_string(),
+                budget: self.budget,
+                k: self.k,
+            },
+            category: self.regime.name().to_string(),
+            kind: crate::QuestionKind::Standard,
+            gold_evidence: 0,
+            recall_at_k: None,
+            recall_verbatim: None,
+            coverage: Default::default(),
+            answer_recall: None,
+            resolutions: Default::default(),
+            fates: Default::default(),
+            retrieved_tokens: shown,
+            read_seconds: submem::LatencyStats::from_samples(&reads).p50,
+            read_llm_tokens: self.read.total_tokens(),
+            read_llm_calls: self.read.llm_calls,
+            read_diagnostics: Default::default(),
+            answered: false,
+            reader_error: None,
+            generate_seconds: None,
+            reader_tokens: None,
+            answer: None,
+            gold: None,
+            em: None,
+            f1: None,
+            bleu1: None,
+            sub_em: None,
+            judge: None,
+            judge_reply: None,
+            judge_tokens: None,
+            task_success: Some(if self.won { 1.0 } else { 0.0 }),
+            shown: None,
+        }
+    }
+
     /// Goal-condition success: final score / max score (P9's term).
     pub fn goal_fraction(&self) -> f64 {
         if self.max_score > 0.0 {
@@ -394,6 +451,7 @@ pub(crate) async fn play(bridge: &mut Bridge, setup: EpisodeSetup<'_>) -> Result
             policy_seconds,
             write_seconds,
             env_seconds,
+            env_own_seconds: state.env_seconds,
         });
         history_tokens += unit_tokens(counter, &decision.command, &observation);
         pending = step_event(game, t + 1, &decision.command, observation);

@@ -114,6 +114,11 @@ pub struct AgenticSummary {
     pub rows: Vec<AgenticRow>,
     /// The training banks' costs (cross-episode).
     pub banks: Vec<BankRecord>,
+    /// Seconds of an environment step as the environment spent them.
+    pub env_step: LatencyStats,
+    /// Seconds the bridge added to a step (the harness's wait minus the
+    /// environment's own time: pipes, JSON, Python's loop).
+    pub bridge_overhead: LatencyStats,
 }
 
 /// Wilson score interval at 95 %.
@@ -229,7 +234,14 @@ pub fn summarize(episodes: &[EpisodeRecord], banks: &[BankRecord]) -> AgenticSum
             }
         })
         .collect();
+    let steps = || episodes.iter().flat_map(|e| e.step_records.iter());
+    let own: Vec<f64> = steps().map(|s| s.env_own_seconds).collect();
+    let overhead: Vec<f64> = steps()
+        .map(|s| (s.env_seconds - s.env_own_seconds).max(0.0))
+        .collect();
     AgenticSummary {
+        env_step: LatencyStats::from_samples(&own),
+        bridge_overhead: LatencyStats::from_samples(&overhead),
         env: episodes.first().map(|e| e.env.clone()).unwrap_or_default(),
         policy: episodes
             .first()
@@ -268,6 +280,14 @@ pub fn markdown(s: &AgenticSummary, notes: &[String]) -> String {
          score reached; E2 = read + policy per step.\n",
         s.games.len(),
         s.step_cap
+    );
+    let _ = writeln!(
+        md,
+        "- environment step: {} ms p50 ({} ms p90) in the environment, plus {} ms p50 ({} ms p90) of bridge overhead",
+        ms(s.env_step.p50),
+        ms(s.env_step.p90),
+        ms(s.bridge_overhead.p50),
+        ms(s.bridge_overhead.p90)
     );
     for n in notes {
         let _ = writeln!(md, "- {n}");

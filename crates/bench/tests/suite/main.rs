@@ -2,5 +2,6 @@
 //! instead of once per file). Run one module with
 //! `cargo test -p submem-bench --test suite <module>`, e.g. `shard`.
 
+mod agentic;
 mod runner;
 mod shard;
