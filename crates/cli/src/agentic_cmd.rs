@@ -4,7 +4,7 @@
 //! agentic report.
 
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,10 +142,13 @@ pub async fn run(
         .into());
     }
     let cache = ModelLocator::new(&config.models).cache_dir()?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out").join(format!("{}-{}", timestamp(), env)));
+    let out = args.out.clone().unwrap_or_else(|| {
+        let shard = args
+            .shard
+            .map(|s| format!("-shard-{}-of-{}", s.index(), s.count()))
+            .unwrap_or_default();
+        PathBuf::from("bench-out").join(format!("{}-{env}{shard}", timestamp()))
+    });
     let mut bridge = BridgeConfig::new(&cache);
     bridge.step_timeout = seconds(a.step_timeout, "--step-timeout")?;
     bridge.make_timeout = seconds(a.make_timeout, "--make-timeout")?;
@@ -174,6 +177,7 @@ pub async fn run(
         progress: !quiet,
         abort_after,
         bridge,
+        shard: args.shard,
     };
     opts.validate()?;
     if args.check {
@@ -250,6 +254,7 @@ pub async fn run(
         "steps": opts.step_cap,
         "manage_every": opts.manage_every,
         "seed": opts.seed,
+        (run_info::SHARD): opts.shard.map(|s| s.to_string()),
         (run_info::NOTES): notes,
     });
     run_info::write(&out, &info)?;
@@ -272,19 +277,108 @@ pub async fn run(
     }
     let summary = report::summarize(&outcome.episodes, &outcome.banks);
     let md = report::write_all(&out, &summary, &notes)?;
+    finish_agentic(&out, &md, &outcome.failures, outcome.episodes.is_empty())
+}
+
+fn jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Result<(), AnyError> {
+    let mut text = String::new();
+    for r in records {
+        text.push_str(&serde_json::to_string(r)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()).into())
+}
+
+/// `submem bench merge` of agentic shard directories: their episodes and
+/// banks merged into `out`, with the summary and report one run writes.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<ExitCode, AnyError> {
+    let infos: Vec<serde_json::Value> = dirs
+        .iter()
+        .map(|d| run_info::read(d))
+        .collect::<Result<_, _>>()?;
+    let Some(first) = infos.first() else {
+        return Err("no shard directory given".into());
+    };
+    let count = first[run_info::SHARD]
+        .as_str()
+        .and_then(|s| s.split_once('/'))
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+        .ok_or_else(|| {
+            format!(
+                "{}: run.json names no shard (--shard I/N)",
+                dirs[0].display()
+            )
+        })?;
+    let mut shards: Vec<String> = Vec::new();
+    for (dir, info) in dirs.iter().zip(&infos) {
+        if let Some((key, a, b)) = run_info::difference_apart_from_shard(first, info) {
+            return Err(format!(
+                "{} and {} are not shards of one run: run with {key} = {a} and {key} = {b}",
+                dirs[0].display(),
+                dir.display()
+            )
+            .into());
+        }
+        let s = info[run_info::SHARD].as_str().unwrap_or("none").to_string();
+        if shards.contains(&s) {
+            return Err(format!("shard {s} is given twice").into());
+        }
+        shards.push(s);
+    }
+    if shards.len() != count {
+        return Err(format!(
+            "the sweep has {count} shards; {} were given ({})",
+            shards.len(),
+            shards.join(", ")
+        )
+        .into());
+    }
+    if dirs.iter().any(|d| {
+        d.canonicalize().ok().is_some() && d.canonicalize().ok() == out.canonicalize().ok()
+    }) {
+        return Err(format!(
+            "--out {} is one of the shards: merge into a new directory",
+            out.display()
+        )
+        .into());
+    }
+    let (episodes, banks) = submem_bench::agentic::merge_episodes(dirs)?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    jsonl(&out.join(submem_bench::agentic::EPISODES_FILE), &episodes)?;
+    jsonl(&out.join(submem_bench::agentic::BANKS_FILE), &banks)?;
+    let mut info = first.clone();
+    info[run_info::SHARD] = serde_json::Value::Null;
+    info["merged_shards"] = count.into();
+    run_info::write(out, &info)?;
+    let mut notes = run_info::notes(&info);
+    notes.push(format!(
+        "merged from {count} shards: {} episodes",
+        episodes.len()
+    ));
+    let summary = report::summarize(&episodes, &banks);
+    let md = report::write_all(out, &summary, &notes)?;
+    finish_agentic(out, &md, &[], episodes.is_empty())
+}
+
+fn finish_agentic(
+    out: &Path,
+    md: &str,
+    failures: &[String],
+    empty: bool,
+) -> Result<ExitCode, AnyError> {
     println!("{md}");
     println!(
         "results: {}/episodes.jsonl, agentic.json, report.md, k.svg",
         out.display()
     );
-    if !outcome.failures.is_empty() {
-        eprintln!("error: {} episode(s) failed:", outcome.failures.len());
-        for f in &outcome.failures {
+    if !failures.is_empty() {
+        eprintln!("error: {} episode(s) failed:", failures.len());
+        for f in failures {
             eprintln!("  {f}");
         }
         return Ok(ExitCode::from(1));
     }
-    if outcome.episodes.is_empty() {
+    if empty {
         eprintln!("error: no substrate produced an episode");
         return Ok(ExitCode::from(1));
     }

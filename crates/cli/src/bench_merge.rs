@@ -22,6 +22,12 @@ const MERGED_SHARDS: &str = "merged_shards";
 
 /// Runs `submem bench merge`.
 pub fn run(args: MergeArgs) -> Result<ExitCode, AnyError> {
+    // Shards of an agentic run hold episodes, not items.
+    if args.dirs.first().is_some_and(|d| {
+        d.join(submem_bench::agentic::EPISODES_FILE).is_file() && !d.join("items.jsonl").is_file()
+    }) {
+        return crate::agentic_cmd::merge(&args.dirs, &args.out);
+    }
     let mut shards = Vec::with_capacity(args.dirs.len());
     let mut infos = Vec::with_capacity(args.dirs.len());
     for dir in &args.dirs {

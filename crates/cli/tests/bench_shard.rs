@@ -261,3 +261,97 @@ fn a_merge_names_what_is_missing_or_mismatched() {
     assert_clean_failure(&merge(&[]), "required");
     assert!(merge(&[&b, &a]).status.success());
 }
+
+/// An agentic run (seeded random commands on ALFWorld-format games; the
+/// environments come from `scripts/agent-envs.sh install`), whole or a shard.
+fn agentic(out: &Path, shard: Option<&str>) -> Output {
+    let mut c = submem();
+    c.args([
+        "-q",
+        "bench",
+        "--dataset",
+        "alfworld",
+        "--games",
+        "pick:seeds=1-3",
+    ])
+    .args([
+        "--policy",
+        "random",
+        "--substrates",
+        "nomem,m2",
+        "--k",
+        "1,3",
+    ])
+    .args(["--steps", "6", "--out"])
+    .arg(out);
+    if let Some(s) = shard {
+        c.args(["--shard", s]);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn agentic_shards_merge_into_the_whole_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    let o = agentic(&whole, None);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut shards = Vec::new();
+    for s in ["1/2", "2/2"] {
+        let d = dir.path().join(s.replace('/', "-of-"));
+        let o = agentic(&d, Some(s));
+        assert!(o.status.success(), "{}", text(&o));
+        shards.push(d);
+    }
+    let lines = |p: &Path| -> Vec<Value> {
+        std::fs::read_to_string(p.join("episodes.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    assert_eq!(lines(&shards[0]).len() + lines(&shards[1]).len(), 12);
+    // Only one shard given: refused, saying how many there are.
+    let merged = dir.path().join("merged");
+    let o = submem()
+        .args(["bench", "merge"])
+        .arg(&shards[0])
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && text(&o).contains("the sweep has 2 shards"),
+        "{}",
+        text(&o)
+    );
+    let o = submem()
+        .args(["bench", "merge"])
+        .args(&shards)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // The same episodes as the whole run: same games, same commands.
+    let key = |e: &Value| {
+        (
+            e["substrate"].to_string(),
+            e["game"].to_string(),
+            e["k"].to_string(),
+            e["step_records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["command"].to_string())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut a: Vec<_> = lines(&whole).iter().map(key).collect();
+    let mut b: Vec<_> = lines(&merged).iter().map(key).collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    let report = std::fs::read_to_string(merged.join("report.md")).unwrap();
+    assert!(report.contains("| m2 | within | 1024 | 3 |"), "{report}");
+}

@@ -282,3 +282,74 @@ fn explain_prints_the_cell_evidence_and_signals() {
     assert_eq!(json["cell"]["key"]["depth"], "fits");
     assert!(json["history_tokens"].as_u64().unwrap() > 0);
 }
+
+/// An agentic run (`scripts/agent-envs.sh install` provides the environments):
+/// ALFWorld-format games played with seeded random commands.
+fn agentic_run(out: &Path, substrates: &str) {
+    ok(submem()
+        .args([
+            "-q",
+            "bench",
+            "--dataset",
+            "alfworld",
+            "--games",
+            "pick:seeds=1-4",
+        ])
+        .args(["--policy", "random", "--substrates", substrates])
+        .args(["--k", "1,3", "--steps", "12"])
+        .arg("--out")
+        .arg(out)
+        .env_remove("SUBMEM_BENCH_ABORT_AFTER")
+        .output()
+        .unwrap());
+}
+
+#[test]
+fn agentic_runs_fit_on_task_success_beside_qa_runs_and_routers_are_evaluated_on_games() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("alfworld");
+    agentic_run(&run, "m2,flexa");
+    // QA runs and the agentic run fit one policy: conversational cells on
+    // the QA metric, agentic cells on task success.
+    let policy = dir.path().join("policy.json");
+    let out = ok(submem()
+        .args(["route", "fit", "--from"])
+        .arg(fixture("route"))
+        .arg("--from")
+        .arg(&run)
+        .arg("--out")
+        .arg(&policy)
+        .output()
+        .unwrap());
+    assert!(out.contains("| agentic |"), "{out}");
+    assert!(out.contains("| conversational |"), "{out}");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&policy).unwrap()).unwrap();
+    assert_eq!(file["agentic_quality_metric"], "task_success", "{file}");
+    assert_ne!(file["quality_metric"], "task_success");
+
+    // A router fitted on the agentic run alone plays the same games; eval
+    // compares it with the single substrates on task success.
+    let agentic_policy = dir.path().join("agentic.json");
+    ok(submem()
+        .args(["route", "fit", "--from"])
+        .arg(&run)
+        .args(["--members", "m2,flexa", "--out"])
+        .arg(&agentic_policy)
+        .output()
+        .unwrap());
+    let router = format!(
+        "router:policy={},members=m2+flexa",
+        agentic_policy.display()
+    );
+    agentic_run(&run, &router);
+    let eval = ok(submem()
+        .args(["route", "eval", "--all-items", "--out"])
+        .arg(&run)
+        .arg("--policy")
+        .arg(&agentic_policy)
+        .output()
+        .unwrap());
+    assert!(eval.contains("metric task_success"), "{eval}");
+    assert!(eval.contains("m2") && eval.contains("flexa"), "{eval}");
+}

@@ -80,6 +80,11 @@ pub struct AgenticOptions {
     pub abort_after: Option<usize>,
     /// The bridge.
     pub bridge: BridgeConfig,
+    /// Run only this shard's episodes (`--shard I/N`: episode `t` of the
+    /// whole run, numbered regime-, substrate-, game-, budget-, then
+    /// k-major, goes to shard `t mod N + 1`); merge the directories with
+    /// [`merge_episodes`].
+    pub shard: Option<crate::shard::Shard>,
 }
 
 impl AgenticOptions {
@@ -99,6 +104,7 @@ impl AgenticOptions {
             progress: true,
             abort_after: None,
             bridge: BridgeConfig::new(cache),
+            shard: None,
         }
     }
 
@@ -251,6 +257,8 @@ pub async fn run_episodes(
     let mut opts = opts;
     opts.train_games = generated(&mut probe, std::mem::take(&mut opts.train_games)).await?;
 
+    // Each shard builds the banks it needs itself (the same bank, from the
+    // same walkthroughs, in every shard).
     let (banks, bank_records) = if opts.regimes.contains(&AgenticRegime::Cross) {
         build_banks(&mut probe, &specs, &registry, &services, &opts).await?
     } else {
@@ -259,12 +267,18 @@ pub async fn run_episodes(
     probe.close().await;
 
     let mut tasks = VecDeque::new();
+    let mut numbered = 0usize;
     for regime in &opts.regimes {
         for spec in &specs {
             for game in &games {
                 for &budget in &opts.budgets {
                     for &k in &opts.ks {
                         let key = (spec.to_string(), game.id.clone(), *regime, budget, k);
+                        let number = numbered;
+                        numbered += 1;
+                        if opts.shard.is_some_and(|s| !s.runs(number)) {
+                            continue;
+                        }
                         if !done.contains(&key) {
                             tasks.push_back(Task {
                                 spec: spec.clone(),
@@ -337,6 +351,53 @@ pub async fn run_episodes(
         failures,
         wall_seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The episodes and banks of the directories of every `--shard I/N` run of
+/// one agentic sweep, merged: each episode once (an episode found in two
+/// shards with different outcomes is an error: the directories are not one
+/// sweep), each substrate's bank once.
+pub fn merge_episodes(dirs: &[PathBuf]) -> Result<(Vec<EpisodeRecord>, Vec<BankRecord>)> {
+    let mut episodes: Vec<EpisodeRecord> = Vec::new();
+    let mut seen: HashMap<EpisodeKey, usize> = HashMap::new();
+    let mut banks: Vec<BankRecord> = Vec::new();
+    for dir in dirs {
+        let path = dir.join(EPISODES_FILE);
+        if !path.is_file() {
+            return Err(BenchError::InvalidOption(format!(
+                "{} has no {EPISODES_FILE}: not the directory of an agentic run",
+                dir.display()
+            )));
+        }
+        for e in crate::items::read_jsonl::<EpisodeRecord>(&path)? {
+            match seen.get(&key_of(&e)) {
+                Some(&i) if episodes[i].won != e.won || episodes[i].steps != e.steps => {
+                    return Err(BenchError::InvalidOption(format!(
+                        "{}: episode {} on {} (B={} k={}) differs from another shard's",
+                        dir.display(),
+                        e.substrate,
+                        e.game,
+                        e.budget,
+                        e.k
+                    )))
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(key_of(&e), episodes.len());
+                    episodes.push(e);
+                }
+            }
+        }
+        let bank_path = dir.join(BANKS_FILE);
+        if bank_path.is_file() {
+            for b in crate::items::read_jsonl::<BankRecord>(&bank_path)? {
+                if !banks.iter().any(|x| x.substrate == b.substrate) {
+                    banks.push(b);
+                }
+            }
+        }
+    }
+    Ok((episodes, banks))
 }
 
 /// `games` with every generated game made and named by its file.
