@@ -2,7 +2,9 @@
 # The README's test command: every Rust test of the workspace, then the
 # Python package's pytest suite (scripts/test-python.sh). Models are fetched
 # into the cache on first use by both; llama.cpp's server (the tests' real
-# OpenAI-compatible server) is built from PyPI's sdist once per machine.
+# OpenAI-compatible server) is built from PyPI's sdist once per machine, and
+# the agentic tests' text environments (TextWorld, ALFWorld, ScienceWorld)
+# are installed into a venv under the cache once per machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
