@@ -357,3 +357,64 @@ async fn the_local_model_steers_an_episode_by_scoring_the_admissible_commands() 
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cross_episode_regime_restores_a_bank_of_training_walkthroughs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path(), true);
+    o.regimes = vec![AgenticRegime::Within, AgenticRegime::Cross];
+    o.train_games = games_from_specs(EnvKind::Alfworld, "pick:seeds=21-22; heat:seeds=21").unwrap();
+    let games = games_from_specs(EnvKind::Alfworld, "pick:seeds=23").unwrap();
+    let out = play(games.clone(), "nomem,m2", Arc::new(RandomPolicy), o.clone())
+        .await
+        .unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(out.episodes.len(), 4);
+    // One bank per substrate, from the three walkthroughs, kept on disk.
+    assert_eq!(out.banks.len(), 2);
+    let m2_bank = out.banks.iter().find(|b| b.substrate == "m2").unwrap();
+    assert_eq!(m2_bank.games.len(), 3);
+    assert!(m2_bank.events > 3);
+    assert!(dir.path().join("banks").join("m2").is_dir());
+    // Within: m2 has nothing to show at step 1; cross: it shows the bank's
+    // training steps from the first step on.
+    let first = |regime| {
+        let e = out
+            .episodes
+            .iter()
+            .find(|e| e.substrate == "m2" && e.regime == regime)
+            .unwrap();
+        e.step_records[0].clone()
+    };
+    assert!(first(AgenticRegime::Within).shown.is_empty());
+    let cross = first(AgenticRegime::Cross);
+    assert!(
+        !cross.shown.is_empty()
+            && cross.shown.iter().all(|s| s.starts_with("pick-s21:")
+                || s.starts_with("pick-s22:")
+                || s.starts_with("heat-s21:")),
+        "{:?}",
+        cross.shown
+    );
+    // The same random play under both regimes (memory does not steer it).
+    let commands = |regime| {
+        out.episodes
+            .iter()
+            .find(|e| e.substrate == "m2" && e.regime == regime)
+            .unwrap()
+            .step_records
+            .iter()
+            .map(|s| s.command.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        commands(AgenticRegime::Within),
+        commands(AgenticRegime::Cross)
+    );
+    // A resumed run reuses the banks instead of writing them again.
+    let again = play(games, "nomem,m2", Arc::new(RandomPolicy), o)
+        .await
+        .unwrap();
+    assert_eq!((again.resumed, again.new_episodes), (4, 0));
+    assert_eq!(again.banks.len(), 2);
+}
