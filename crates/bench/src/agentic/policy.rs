@@ -271,7 +271,8 @@ pub fn clean_reply(reply: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    let mut line = line.trim_start_matches('>').trim();
+    // A list bullet or the game's prompt before the command.
+    let mut line = line.trim_start_matches(['>', '-', '*']).trim();
     for label in [
         "Command:",
         "command:",
@@ -374,6 +375,7 @@ mod tests {
         assert_eq!(map_reply("dance", &a), None);
         assert_eq!(map_reply("", &a), None);
         assert_eq!(clean_reply("  \n> Command: eat meal.\n"), "eat meal");
+        assert_eq!(map_reply("- open fridge 1", &a), Some(3));
     }
 
     #[test]
