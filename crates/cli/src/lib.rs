@@ -241,6 +241,11 @@ async fn dispatch(cli: Cli, registry: Arc<Registry>) -> Result<ExitCode, AnyErro
     let config = submem_models::Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Substrates { json, name } => substrates_cmd::run(&registry, json, name.as_deref()),
+        // A live environment (`--dataset textworld|alfworld|scienceworld`)
+        // plays episodes instead of asking questions.
+        Command::Bench(args) if agentic_cmd::is_live(&args) => {
+            agentic_cmd::run(*args, config, cli.quiet, registry).await
+        }
         Command::Bench(args) => bench_cmd::run(*args, config, cli.quiet, registry).await,
         Command::Models {
             action: ModelsAction::Fetch,

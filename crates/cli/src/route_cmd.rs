@@ -22,8 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use submem::registry::Registry;
-use submem_bench::agentic::episode::EpisodeRecord;
-use submem_bench::agentic::EPISODES_FILE;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
 use submem_bench::reader::{fixed_prompt_tokens, ReaderSettings};
 use submem_bench::{Dataset, DatasetKind};
@@ -175,20 +173,6 @@ fn need(dir: &Path, name: &str) -> Result<PathBuf, AnyError> {
     }
 }
 
-/// The episodes of an agentic run directory (`episodes.jsonl`), each as an
-/// item ([`EpisodeRecord::as_item`]) with its final history length.
-pub fn episode_items(dir: &Path) -> Result<Vec<(ItemRecord, u64)>, AnyError> {
-    let path = dir.join(EPISODES_FILE);
-    if !path.is_file() {
-        return Ok(Vec::new());
-    }
-    let episodes: Vec<EpisodeRecord> = read_jsonl(&path)?;
-    Ok(episodes
-        .iter()
-        .map(|e| (e.as_item(), e.history_tokens as u64))
-        .collect())
-}
-
 fn observation(i: &ItemRecord, history_tokens: u64) -> Observation {
     Observation {
         dataset: i.key.dataset.clone(),
@@ -207,7 +191,7 @@ fn observation(i: &ItemRecord, history_tokens: u64) -> Observation {
 /// Reads one bench output directory as observations: a QA run's items, an
 /// agentic run's episodes (task success), or both.
 pub fn load_observations(dir: &Path) -> Result<Vec<Observation>, AnyError> {
-    let episodes = episode_items(dir)?;
+    let episodes = route_eval::episode_items(dir)?;
     if !episodes.is_empty() && !dir.join("items.jsonl").is_file() {
         return Ok(episodes.iter().map(|(i, h)| observation(i, *h)).collect());
     }

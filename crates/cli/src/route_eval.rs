@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use submem::LatencyStats;
+use submem_bench::agentic::episode::EpisodeRecord;
+use submem_bench::agentic::EPISODES_FILE;
 use submem_bench::compare::{compare_on, Comparison, Scorer};
 use submem_bench::items::{read_jsonl, ItemRecord};
 use submem_router::{HoldoutSplit, PolicyFile, QualityMetric};
@@ -179,13 +181,24 @@ pub fn eval_table(rows: &[EvalRow]) -> String {
     s
 }
 
+/// The episodes of an agentic run directory (`episodes.jsonl`), each as an
+/// item ([`EpisodeRecord::as_item`]) with its final history length.
+pub fn episode_items(dir: &Path) -> Result<Vec<(ItemRecord, u64)>, AnyError> {
+    let path = dir.join(EPISODES_FILE);
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let episodes: Vec<EpisodeRecord> = read_jsonl(&path)?;
+    Ok(episodes
+        .iter()
+        .map(|e| (e.as_item(), e.history_tokens as u64))
+        .collect())
+}
+
 /// Runs `submem route eval`.
 pub fn run(a: EvalArgs) -> Result<ExitCode, AnyError> {
     let path = a.out.join("items.jsonl");
-    let episodes: Vec<ItemRecord> = crate::route_cmd::episode_items(&a.out)?
-        .into_iter()
-        .map(|(i, _)| i)
-        .collect();
+    let episodes: Vec<ItemRecord> = episode_items(&a.out)?.into_iter().map(|(i, _)| i).collect();
     if !path.is_file() && episodes.is_empty() {
         return Err(format!(
             "{} not found: is {} a `submem bench` output directory?",
