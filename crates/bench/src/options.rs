@@ -92,26 +92,32 @@ impl Default for RunOptions {
     }
 }
 
+/// Rejects a budget/k sweep no run can honour (empty, a budget outside
+/// `MIN_BUDGET..=MAX_BUDGET`, a zero k); QA and agentic runs share it.
+pub fn check_sweep(budgets: &[usize], ks: &[usize]) -> Result<()> {
+    if budgets.is_empty() || ks.is_empty() {
+        return Err(BenchError::InvalidOption(
+            "give at least one budget and one k".into(),
+        ));
+    }
+    if let Some(b) = budgets
+        .iter()
+        .find(|b| !(MIN_BUDGET..=MAX_BUDGET).contains(*b))
+    {
+        return Err(BenchError::InvalidOption(format!(
+            "budget {b} is outside {MIN_BUDGET}..={MAX_BUDGET}"
+        )));
+    }
+    if ks.contains(&0) {
+        return Err(BenchError::InvalidOption("k must be at least 1".into()));
+    }
+    Ok(())
+}
+
 impl RunOptions {
     /// Rejects options no run can honour.
     pub fn validate(&self) -> Result<()> {
-        if self.budgets.is_empty() || self.ks.is_empty() {
-            return Err(BenchError::InvalidOption(
-                "give at least one budget and one k".into(),
-            ));
-        }
-        if let Some(b) = self
-            .budgets
-            .iter()
-            .find(|b| !(MIN_BUDGET..=MAX_BUDGET).contains(*b))
-        {
-            return Err(BenchError::InvalidOption(format!(
-                "budget {b} is outside {MIN_BUDGET}..={MAX_BUDGET}"
-            )));
-        }
-        if self.ks.contains(&0) {
-            return Err(BenchError::InvalidOption("k must be at least 1".into()));
-        }
+        check_sweep(&self.budgets, &self.ks)?;
         if self.train_episodes == Some(0) {
             return Err(BenchError::InvalidOption(
                 "train_episodes must be at least 1 (omit it to run conversations alone)".into(),

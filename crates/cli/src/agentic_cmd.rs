@@ -87,13 +87,7 @@ pub async fn run(
     let mut bridge = BridgeConfig::new(&cache);
     bridge.step_timeout = seconds(a.step_timeout, "--step-timeout")?;
     bridge.make_timeout = seconds(a.make_timeout, "--make-timeout")?;
-    let abort_after = match std::env::var("SUBMEM_BENCH_ABORT_AFTER") {
-        Ok(v) => Some(
-            v.parse::<usize>()
-                .map_err(|e| format!("SUBMEM_BENCH_ABORT_AFTER={v:?}: {e}"))?,
-        ),
-        Err(_) => None,
-    };
+    let abort_after = crate::bench_cmd::abort_after()?;
     let opts = AgenticOptions {
         budgets: args.budget.clone(),
         ks: if args.k.is_empty() {

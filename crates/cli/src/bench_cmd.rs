@@ -230,6 +230,19 @@ pub enum BenchAction {
     Merge(MergeArgs),
 }
 
+/// `SUBMEM_BENCH_ABORT_AFTER` (a test hook: stop after that many new
+/// results), QA and agentic runs alike.
+pub(crate) fn abort_after() -> Result<Option<usize>, AnyError> {
+    match std::env::var("SUBMEM_BENCH_ABORT_AFTER") {
+        Ok(v) => {
+            Ok(Some(v.parse::<usize>().map_err(|e| {
+                format!("SUBMEM_BENCH_ABORT_AFTER={v:?}: {e}")
+            })?))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
 /// `YYYYMMDD-HHMMSS` in UTC.
 pub(crate) fn timestamp() -> String {
     let secs = SystemTime::now()
@@ -447,13 +460,7 @@ pub async fn run(
         };
         PathBuf::from("bench-out").join(name)
     });
-    let abort_after = match std::env::var("SUBMEM_BENCH_ABORT_AFTER") {
-        Ok(v) => Some(
-            v.parse::<usize>()
-                .map_err(|e| format!("SUBMEM_BENCH_ABORT_AFTER={v:?}: {e}"))?,
-        ),
-        Err(_) => None,
-    };
+    let abort_after = abort_after()?;
     let opts = RunOptions {
         progress: !quiet,
         abort_after,

@@ -110,20 +110,10 @@ impl AgenticOptions {
 
     /// Rejects options no run can honour.
     pub fn validate(&self) -> Result<()> {
-        use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
         let bad = |m: String| Err(BenchError::InvalidOption(m));
-        if self.budgets.is_empty() || self.ks.is_empty() || self.regimes.is_empty() {
-            return bad("give at least one budget, one k and one regime".into());
-        }
-        if let Some(b) = self
-            .budgets
-            .iter()
-            .find(|b| !(MIN_BUDGET..=MAX_BUDGET).contains(*b))
-        {
-            return bad(format!("budget {b} is outside {MIN_BUDGET}..={MAX_BUDGET}"));
-        }
-        if self.ks.contains(&0) {
-            return bad("k must be at least 1".into());
+        crate::options::check_sweep(&self.budgets, &self.ks)?;
+        if self.regimes.is_empty() {
+            return bad("give at least one regime".into());
         }
         if self.step_cap == 0 || self.step_cap > 10_000 {
             return bad(format!(
