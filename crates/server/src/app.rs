@@ -41,6 +41,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/reports"),
     ("get", "/v1/reports/{run}/summary"),
     ("get", "/v1/reports/{run}/items"),
+    ("get", "/v1/reports/{run}/agentic"),
+    ("get", "/v1/reports/{run}/episodes"),
 ];
 
 /// The HTTP application (without `/mcp`, which [`crate::Server::serve`] nests in).
@@ -76,6 +78,14 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(crate::reports::summary_route),
         )
         .route("/v1/reports/{run}/items", get(crate::reports::items_route))
+        .route(
+            "/v1/reports/{run}/agentic",
+            get(crate::reports::agentic_route),
+        )
+        .route(
+            "/v1/reports/{run}/episodes",
+            get(crate::reports::episodes_route),
+        )
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let timeout = Duration::from_secs(state.store.config.request_timeout_s);
     Router::new()

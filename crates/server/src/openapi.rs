@@ -125,6 +125,10 @@ fn compare_response() -> Value {
 pub fn document() -> Value {
     let ns = &["ns"];
     let e = error_ref();
+    let report_run = json!({"type": "object", "properties": {
+        "name": {"type": "string"}, "kind": {"type": "string", "enum": ["qa", "agentic"]},
+        "items": {"type": "boolean"}, "bytes": {"type": "integer"},
+        "modified_unix": {"type": ["integer", "null"]}}});
     let obj = json!({"type": "object"});
     json!({
         "openapi": "3.1.0",
@@ -190,15 +194,19 @@ pub fn document() -> Value {
             "/v1/reports": {"get": op("Bench report runs under the server's reports directory (any valid key)", &[], None,
                 json!({"200": ok("runs", json!({"type": "object", "properties": {
                     "configured": {"type": "boolean"},
-                    "runs": {"type": "array", "items": {"type": "object", "properties": {
-                        "name": {"type": "string"}, "items": {"type": "boolean"}, "bytes": {"type": "integer"},
-                        "modified_unix": {"type": ["integer", "null"]}}}}}})), "401": e}), true)},
+                    "runs": {"type": "array", "items": report_run}}})), "401": e}), true)},
             "/v1/reports/{run}/summary": {"get": op("A run's summary.json", &["run"], None,
                 json!({"200": ok("summary.json", obj.clone()), "401": e, "404": e}), true)},
             "/v1/reports/{run}/items": {"get": {
                 "summary": "A run's items.jsonl (one JSON object per line)",
                 "parameters": [{"name": "run", "in": "path", "required": true, "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "items", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "401": e, "404": e}}}
+                "responses": {"200": {"description": "items", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "401": e, "404": e}}},
+            "/v1/reports/{run}/agentic": {"get": op("An agentic run's agentic.json", &["run"], None,
+                json!({"200": ok("agentic.json", obj.clone()), "401": e, "404": e}), true)},
+            "/v1/reports/{run}/episodes": {"get": {
+                "summary": "An agentic run's episodes.jsonl (one episode per line, every step)",
+                "parameters": [{"name": "run", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "episodes", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "401": e, "404": e}}}
         }
     })
 }

@@ -8,7 +8,10 @@
 //! score, the budget's use, latency and model calls). A bearer key typed
 //! into the page is kept only in the browser's `sessionStorage` and sent as
 //! `Authorization: Bearer`; the assets themselves need no key, and the page
-//! shows only what the API answers for that key.
+//! shows only what the API answers for that key. Agentic runs served with
+//! `--reports` are replayed step by step (`episodes.js`): the memory shown,
+//! the observation seen and the command chosen at each step, and the same
+//! game's commands under every other substrate of the run.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -19,11 +22,19 @@ use axum::Router;
 pub const INDEX_HTML: &str = include_str!("../assets/ui/index.html");
 /// The page's script (an ES module).
 pub const APP_JS: &str = include_str!("../assets/ui/app.js");
+/// The agentic episode viewer (an ES module of its own).
+pub const EPISODES_JS: &str = include_str!("../assets/ui/episodes.js");
 /// The page's style sheet.
 pub const STYLE_CSS: &str = include_str!("../assets/ui/style.css");
 
 /// The paths this module serves, all `GET`, outside `/v1` and its keys.
-pub const PATHS: &[&str] = &["/ui", "/ui/", "/ui/app.js", "/ui/style.css"];
+pub const PATHS: &[&str] = &[
+    "/ui",
+    "/ui/",
+    "/ui/app.js",
+    "/ui/episodes.js",
+    "/ui/style.css",
+];
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
@@ -49,6 +60,10 @@ async fn app_js() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
+async fn episodes_js() -> Response {
+    asset("text/javascript; charset=utf-8", EPISODES_JS)
+}
+
 async fn style_css() -> Response {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
@@ -59,5 +74,6 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/ui", get(index))
         .route("/ui/", get(index))
         .route("/ui/app.js", get(app_js))
+        .route("/ui/episodes.js", get(episodes_js))
         .route("/ui/style.css", get(style_css))
 }

@@ -103,6 +103,12 @@ pub struct EpisodeRecord {
     pub env: String,
     /// The game id.
     pub game: String,
+    /// The game's objective, as the policy read it at every step.
+    #[serde(default)]
+    pub objective: String,
+    /// The game's opening text: what the policy saw at step 1.
+    #[serde(default)]
+    pub opening: String,
     /// Within or cross episode.
     pub regime: AgenticRegime,
     /// Token budget B of the policy's prompt.
@@ -364,6 +370,7 @@ pub(crate) async fn play(bridge: &mut Bridge, setup: EpisodeSetup<'_>) -> Result
         .await
         .map_err(|e| in_game(game, None, e))?;
     let objective = state.objective.clone();
+    let opening = state.observation.clone();
     let walkthrough = state.walkthrough.clone().unwrap_or_default();
     let mut episode = EpisodeState {
         walkthrough: walkthrough.clone(),
@@ -474,6 +481,8 @@ pub(crate) async fn play(bridge: &mut Bridge, setup: EpisodeSetup<'_>) -> Result
         family: instance.family.clone(),
         env: game.env.name().to_string(),
         game: game.id.clone(),
+        objective,
+        opening,
         regime: setup.regime,
         budget: setup.budget,
         k: setup.k,

@@ -781,16 +781,18 @@ async function listServedReports() {
   const box = $("rep-served");
   try {
     const { data } = await api("GET", "/v1/reports");
+    // Agentic runs open in the episode viewer (episodes.js).
+    const runs = data.runs.filter((r) => r.kind !== "agentic");
     const sel = $("rep-run");
-    sel.replaceChildren(...data.runs.map((r) => {
+    sel.replaceChildren(...runs.map((r) => {
       const o = document.createElement("option");
       o.value = r.name;
       const when = r.modified_unix ? new Date(r.modified_unix * 1000).toISOString().slice(0, 16).replace("T", " ") : "";
       o.textContent = `${r.name === "." ? "(the reports directory)" : r.name}${r.items ? "" : " (no items)"} ${when}`;
       return o;
     }));
-    box.hidden = data.runs.length === 0;
-    box.dataset.runs = String(data.runs.length);
+    box.hidden = runs.length === 0;
+    box.dataset.runs = String(runs.length);
   } catch (_) {
     box.hidden = true;
   }

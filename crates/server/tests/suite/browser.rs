@@ -3,8 +3,9 @@
 //! WebDriver (Debian's `chromium` and `chromium-driver`; install them with
 //! `scripts/chromium.sh install`) against an in-process server on the test
 //! doubles. It loads `/ui`, creates a namespace, writes turns, renders at two
-//! budgets, compares two substrates and opens the bench report fixture,
-//! asserting on the DOM; screenshots land in `target/ui-screenshots/`.
+//! budgets, compares two substrates, opens the bench report fixture and
+//! replays an agentic episode fixture, asserting on the DOM; screenshots
+//! land in `target/ui-screenshots/`.
 //!
 //! Without chromedriver the test fails saying what to install, unless
 //! `SUBMEM_SKIP_BROWSER=1` is set. The WebDriver calls are plain JSON over
@@ -240,6 +241,13 @@ async fn inspector_in_headless_chromium() {
     for f in ["summary.json", "items.jsonl"] {
         std::fs::copy(fixtures.join(f), reports.path().join("sweep").join(f)).unwrap();
     }
+    // And an agentic run (the local scorer on two TextWorld games, nomem
+    // and m2, within and cross episode, `--trace`).
+    let agentic = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic");
+    std::fs::create_dir_all(reports.path().join("games")).unwrap();
+    for f in ["agentic.json", "episodes.jsonl"] {
+        std::fs::copy(agentic.join(f), reports.path().join("games").join(f)).unwrap();
+    }
     let mut config = ServerConfig::new();
     config.reports_dir = Some(reports.path().to_path_buf());
     let s = start(dir.path(), config).await;
@@ -468,6 +476,91 @@ async fn inspector_in_headless_chromium() {
     d.js("document.getElementById('rep-item-h').scrollIntoView(); return true")
         .await;
     d.screenshot(&shots.join("report-item.png")).await;
+
+    // The agentic run replays step by step: what memory showed, what the
+    // policy saw and chose, and where it chose differently from nomem.
+    d.wait(
+        "the served agentic runs",
+        "return document.getElementById('epi-served').dataset.runs === '1'",
+    )
+    .await;
+    d.click("#epi-served button[type=submit]").await;
+    d.wait(
+        "the episodes",
+        "return document.getElementById('status').textContent === 'episodes: 8 from run games'",
+    )
+    .await;
+    d.js(
+        "for (const [id, v] of [['epi-game', 'cooking-go1-recipe1-take1-s1'], ['epi-regime', 'within']]) { \
+           const s = document.getElementById(id); s.value = v; s.dispatchEvent(new Event('change')); } \
+         return true",
+    )
+    .await;
+    let rows = d
+        .js("return document.querySelectorAll('#epi-table tbody tr').length")
+        .await;
+    assert_eq!(
+        rows,
+        json!(2),
+        "nomem and m2 played the cooking game within-episode"
+    );
+    d.click(
+        "#epi-table button[aria-label='replay m2 · cooking-go1-recipe1-take1-s1 · within · 512 tokens · k 1']",
+    )
+    .await;
+    let first = d
+        .js("return ['epi-step-out', 'epi-seen', 'epi-memory-h'].map(id => document.getElementById(id).textContent)")
+        .await;
+    assert_eq!(first[0], json!("step 1 of 4"));
+    assert!(
+        first[1].as_str().unwrap().starts_with("You are hungry!"),
+        "step 1 sees the opening: {first}"
+    );
+    assert_eq!(first[2], json!("Memory shown: 0 tokens, 0 source(s)"));
+    d.click("#epi-next").await;
+    let second = d
+        .js(
+            "return ['epi-step-out', 'epi-seen', 'epi-memory', 'epi-shown', 'epi-decision'] \
+             .map(id => document.getElementById(id).textContent)",
+        )
+        .await;
+    assert_eq!(second[0], json!("step 2 of 4"));
+    assert!(
+        second[1]
+            .as_str()
+            .unwrap()
+            .starts_with("You take the chicken leg from the fridge."),
+        "step 2 sees step 1's answer: {second}"
+    );
+    assert!(
+        second[2]
+            .as_str()
+            .unwrap()
+            .starts_with("[step 1] > [start]\nYou are hungry!"),
+        "the traced memory block: {second}"
+    );
+    assert_eq!(
+        second[3],
+        json!("cooking-go1-recipe1-take1-s1:1 (the opening)")
+    );
+    assert!(
+        second[4]
+            .as_str()
+            .unwrap()
+            .starts_with("> cook chicken leg with oven"),
+        "{second}"
+    );
+    let differs = d
+        .js("return [...document.querySelectorAll('#epi-others td.differs')].map(c => c.textContent)")
+        .await;
+    assert_eq!(
+        differs,
+        json!(["cook chicken leg with oven", "cook chicken leg with oven"]),
+        "m2 chose differently from nomem at steps 2 and 3"
+    );
+    d.js("document.getElementById('epi-h').scrollIntoView(); return true")
+        .await;
+    d.screenshot(&shots.join("episode.png")).await;
 
     // The playground at a 32k budget: how long the page takes from the
     // read's answer to the drawn blocks (measured, reported, not asserted:

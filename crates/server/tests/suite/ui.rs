@@ -114,6 +114,8 @@ async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {
         ("/ui", "text/html", "submem inspector"),
         ("/ui/", "text/html", "/ui/app.js"),
         ("/ui/app.js", "text/javascript", "sessionStorage"),
+        ("/ui/", "text/html", "/ui/episodes.js"),
+        ("/ui/episodes.js", "text/javascript", "step_records"),
         ("/ui/style.css", "text/css", ".render-box"),
     ] {
         let resp = s.client.get(s.url(path)).send().await.unwrap();
@@ -138,18 +140,22 @@ async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {
 
 #[test]
 fn every_id_the_script_uses_is_on_the_page() {
-    let js = submem_server::ui::APP_JS;
     let html = submem_server::ui::INDEX_HTML;
-    let mut seen = 0;
-    for part in js.split("$(\"").skip(1) {
-        let id = part.split('"').next().unwrap();
-        assert!(
-            html.contains(&format!("id=\"{id}\"")),
-            "app.js looks up #{id}, which index.html lacks"
-        );
-        seen += 1;
+    for (name, js, at_least) in [
+        ("app.js", submem_server::ui::APP_JS, 20),
+        ("episodes.js", submem_server::ui::EPISODES_JS, 20),
+    ] {
+        let mut seen = 0;
+        for part in js.split("$(\"").skip(1) {
+            let id = part.split('"').next().unwrap();
+            assert!(
+                html.contains(&format!("id=\"{id}\"")),
+                "{name} looks up #{id}, which index.html lacks"
+            );
+            seen += 1;
+        }
+        assert!(seen > at_least, "{name}: only {seen} lookups found");
     }
-    assert!(seen > 20, "only {seen} lookups found");
     // Every form control has a label.
     for part in html
         .split("<input id=\"")
@@ -287,6 +293,11 @@ async fn bench_reports_are_served_by_run_name_to_any_key() {
     for f in ["summary.json", "items.jsonl"] {
         std::fs::copy(fixture.join(f), run.join(f)).unwrap();
     }
+    let agentic = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic");
+    std::fs::create_dir_all(reports.path().join("games")).unwrap();
+    for f in ["agentic.json", "episodes.jsonl"] {
+        std::fs::copy(agentic.join(f), reports.path().join("games").join(f)).unwrap();
+    }
     std::fs::write(reports.path().join("secret.txt"), "not a report").unwrap();
     let mut config = ServerConfig::new().with_key("alice", "a-key", &["alice"]);
     config.reports_dir = Some(reports.path().to_path_buf());
@@ -297,9 +308,44 @@ async fn bench_reports_are_served_by_run_name_to_any_key() {
     let (st, body) = call(&s, "GET", "/v1/reports", Some("a-key"), None).await;
     assert_eq!(st, 200, "{body}");
     assert_eq!(body["configured"], true);
-    assert_eq!(body["runs"].as_array().unwrap().len(), 1, "{body}");
-    assert_eq!(body["runs"][0]["name"], "sweep");
-    assert_eq!(body["runs"][0]["items"], true);
+    let mut runs: Vec<(String, String, bool)> = body["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["kind"].as_str().unwrap().to_string(),
+                r["items"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    runs.sort();
+    assert_eq!(
+        runs,
+        vec![
+            ("games".into(), "agentic".into(), true),
+            ("sweep".into(), "qa".into(), true)
+        ],
+        "{body}"
+    );
+    let (st, cells) = call(&s, "GET", "/v1/reports/games/agentic", Some("a-key"), None).await;
+    assert_eq!(st, 200, "{cells}");
+    assert!(cells.is_object(), "{cells}");
+    let episodes = s
+        .client
+        .get(s.url("/v1/reports/games/episodes"))
+        .bearer_auth("a-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(episodes.status().as_u16(), 200);
+    assert_eq!(episodes.text().await.unwrap().lines().count(), 8);
+    // A QA run has no episodes, an agentic run no summary.
+    for path in ["/v1/reports/sweep/episodes", "/v1/reports/games/summary"] {
+        let (st, body) = call(&s, "GET", path, Some("a-key"), None).await;
+        assert_eq!(st, 404, "{path}: {body}");
+    }
 
     let (st, summary) = call(&s, "GET", "/v1/reports/sweep/summary", Some("a-key"), None).await;
     assert_eq!(st, 200);
