@@ -324,6 +324,21 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         );
         m.insert("E10".into(), e10);
         m.insert("E11".into(), e11);
+        // Texts embedded while writing and managing: what the substrate asked
+        // for (its cost on a cold embedding cache) and what the model
+        // computed (the rest came from the cache).
+        m.insert(
+            "embed_texts".into(),
+            sum_cost(&|w| (w.write.embed_items + w.manage.embed_items) as f64),
+        );
+        m.insert(
+            "embed_computed".into(),
+            sum_cost(&|w| {
+                (w.write.embed_items + w.manage.embed_items
+                    - w.write.embed_cached
+                    - w.manage.embed_cached) as f64
+            }),
+        );
         let e14_items: f64 = its
             .iter()
             .map(|i| i.read_seconds + i.generate_seconds.unwrap_or(0.0))

@@ -51,7 +51,8 @@ pub use history::{Event, History, Namespace, Step, Turn};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
 pub use services::{
     cosine, l2_normalize, ChatMessage, ChatRequest, ChoiceScores, ChoiceScoring, Completion,
-    Embedder, Llm, PrefilledLlm, PrefixCaching, PrefixReuse, Role, Services, TokenCounter, Usage,
+    EmbedCounts, Embedder, Llm, PrefilledLlm, PrefixCaching, PrefixReuse, Role, Services,
+    TokenCounter, Usage,
 };
 pub use substrate::{
     Diagnostics, Family, Footprint, Forget, ManageReport, MethodId, Substrate, SubstrateInfo,

@@ -175,6 +175,16 @@ pub trait Llm: Debug + Send + Sync + 'static {
     }
 }
 
+/// How many texts of one [`Embedder::embed_counted`] batch were computed by
+/// the model and how many were answered by a cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmbedCounts {
+    /// Texts the model embedded.
+    pub computed: u64,
+    /// Texts answered from a cache (bit-identical to what the model returns).
+    pub cached: u64,
+}
+
 /// A sentence embedder returning L2-normalised vectors.
 #[async_trait]
 pub trait Embedder: Debug + Send + Sync + 'static {
@@ -184,6 +194,22 @@ pub trait Embedder: Debug + Send + Sync + 'static {
     fn dimension(&self) -> usize;
     /// Embeds a batch; one vector per input, in order.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError>;
+
+    /// [`Embedder::embed`], also saying how many texts a cache answered, so
+    /// a meter can report both what a substrate asked for (its cold cost)
+    /// and what was computed. The default computes every text; caches and
+    /// wrappers override it.
+    async fn embed_counted(
+        &self,
+        texts: &[String],
+    ) -> Result<(Vec<Vec<f32>>, EmbedCounts), ServiceError> {
+        let out = self.embed(texts).await?;
+        let counts = EmbedCounts {
+            computed: texts.len() as u64,
+            cached: 0,
+        };
+        Ok((out, counts))
+    }
 }
 
 /// Counts tokens the way budgets are enforced (tiktoken `o200k_base` in
@@ -234,6 +260,12 @@ impl<T: Embedder + ?Sized> Embedder for Arc<T> {
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError> {
         (**self).embed(texts).await
+    }
+    async fn embed_counted(
+        &self,
+        texts: &[String],
+    ) -> Result<(Vec<Vec<f32>>, EmbedCounts), ServiceError> {
+        (**self).embed_counted(texts).await
     }
 }
 

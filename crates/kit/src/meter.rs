@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use submem_core::{
-    ChatMessage, ChatRequest, Completion, Embedder, Event, Footprint, Forget, Llm, ManageReport,
-    Namespace, PrefilledLlm, PrefixCaching, Query, ReadTrace, Recall, Result, ServiceError,
-    Services, Substrate, SubstrateInfo, Usage, WriteReport,
+    ChatMessage, ChatRequest, Completion, EmbedCounts, Embedder, Event, Footprint, Forget, Llm,
+    ManageReport, Namespace, PrefilledLlm, PrefixCaching, Query, ReadTrace, Recall, Result,
+    ServiceError, Services, Substrate, SubstrateInfo, Usage, WriteReport,
 };
 
 /// The phase a cost belongs to.
@@ -98,8 +98,13 @@ pub struct PhaseStats {
     pub output_tokens: u64,
     /// Embedding batches.
     pub embed_calls: u64,
-    /// Texts embedded.
+    /// Texts embedded: what the substrate asked for, its cost on a cold
+    /// embedding cache.
     pub embed_items: u64,
+    /// Of those, texts the embedding cache answered (`embed_items -
+    /// embed_cached` were computed by the model).
+    #[serde(default)]
+    pub embed_cached: u64,
     /// Latency of each substrate operation of this phase.
     pub operation_latency: LatencyStats,
     /// Latency of each LLM call.
@@ -163,6 +168,7 @@ struct RawPhase {
     output_tokens: u64,
     embed_calls: u64,
     embed_items: u64,
+    embed_cached: u64,
     operation_seconds: Vec<f64>,
     llm_seconds: Vec<f64>,
     embed_seconds: Vec<f64>,
@@ -177,6 +183,7 @@ impl RawPhase {
             output_tokens: self.output_tokens,
             embed_calls: self.embed_calls,
             embed_items: self.embed_items,
+            embed_cached: self.embed_cached,
             operation_latency: LatencyStats::from_samples(&self.operation_seconds),
             llm_latency: LatencyStats::from_samples(&self.llm_seconds),
             embed_latency: LatencyStats::from_samples(&self.embed_seconds),
@@ -235,11 +242,18 @@ impl Meter {
 
     /// Records an embedding batch of the current phase.
     pub fn record_embed(&self, items: usize, elapsed: Duration) {
+        self.record_embed_counted(items, 0, elapsed);
+    }
+
+    /// Records an embedding batch of the current phase of which `cached`
+    /// texts came from the embedding cache.
+    pub fn record_embed_counted(&self, items: usize, cached: u64, elapsed: Duration) {
         let phase = self.phase().index();
         let mut phases = self.lock();
         let p = &mut phases[phase];
         p.embed_calls += 1;
         p.embed_items += items as u64;
+        p.embed_cached += cached;
         p.embed_seconds.push(elapsed.as_secs_f64());
     }
 
@@ -381,9 +395,17 @@ impl Embedder for MeteredEmbedder {
         self.inner.dimension()
     }
     async fn embed(&self, texts: &[String]) -> std::result::Result<Vec<Vec<f32>>, ServiceError> {
+        self.embed_counted(texts).await.map(|(out, _)| out)
+    }
+    async fn embed_counted(
+        &self,
+        texts: &[String],
+    ) -> std::result::Result<(Vec<Vec<f32>>, EmbedCounts), ServiceError> {
         let start = Instant::now();
-        let out = self.inner.embed(texts).await;
-        self.meter.record_embed(texts.len(), start.elapsed());
+        let out = self.inner.embed_counted(texts).await;
+        let cached = out.as_ref().map_or(0, |(_, c)| c.cached);
+        self.meter
+            .record_embed_counted(texts.len(), cached, start.elapsed());
         out
     }
 }

@@ -12,6 +12,8 @@
 //! cache_dir = "/var/cache/submem"   # else SUBMEM_CACHE_DIR, else ~/.cache/submem
 //! llm_weights = "q8_0"              # or "as_shipped"
 //! fetch = true
+//! embed_cache = true                # each text embedded once (SUBMEM_EMBED_CACHE)
+//! embed_cache_entries = 20000       # vectors kept in the process
 //!
 //! [openai]
 //! base_url = "http://127.0.0.1:8000/v1"
@@ -37,6 +39,8 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# submem default configuration: local m
 llm_weights = "q8_0"
 fetch = true
 truncate_prompt_left = false
+embed_cache = true
+embed_cache_entries = 20000
 
 [openai]
 timeout_secs = 60
@@ -77,6 +81,11 @@ pub struct ModelsConfig {
     pub fetch: bool,
     /// Cut over-long prompts from the left instead of refusing them.
     pub truncate_prompt_left: bool,
+    /// Cache the configured embedder's vectors by content, in the process
+    /// and under `<cache_dir>/embeddings` ([`crate::CachedEmbedder`]).
+    pub embed_cache: bool,
+    /// Vectors the in-process tier keeps (~1.5 KiB each for MiniLM).
+    pub embed_cache_entries: usize,
 }
 
 impl Default for ModelsConfig {
@@ -88,6 +97,8 @@ impl Default for ModelsConfig {
             llm_weights: LlmWeights::default(),
             fetch: true,
             truncate_prompt_left: false,
+            embed_cache: true,
+            embed_cache_entries: 20_000,
         }
     }
 }
@@ -254,6 +265,12 @@ impl Config {
         }
         if let Some(v) = get("SUBMEM_FETCH") {
             m.fetch = parse_bool("SUBMEM_FETCH", &v)?;
+        }
+        if let Some(v) = get("SUBMEM_EMBED_CACHE") {
+            m.embed_cache = parse_bool("SUBMEM_EMBED_CACHE", &v)?;
+        }
+        if let Some(v) = get("SUBMEM_EMBED_CACHE_ENTRIES") {
+            m.embed_cache_entries = parse_num("SUBMEM_EMBED_CACHE_ENTRIES", &v)?;
         }
         let o = &mut self.openai;
         if let Some(v) = get("SUBMEM_OPENAI_BASE_URL") {

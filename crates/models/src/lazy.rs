@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use crate::config::{Config, LlmKind};
 use crate::error::ModelsError;
 use submem_core::Services;
-use submem_core::{ChatRequest, Completion, Embedder, Llm, PrefixCaching, ServiceError};
+use submem_core::{
+    ChatRequest, Completion, EmbedCounts, Embedder, Llm, PrefixCaching, ServiceError,
+};
 
 type Loader<T> = Box<dyn Fn() -> Result<T, ModelsError> + Send + Sync>;
 
@@ -131,6 +133,13 @@ impl Embedder for LazyEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ServiceError> {
         let e = self.get()?;
         e.embed(texts).await
+    }
+    async fn embed_counted(
+        &self,
+        texts: &[String],
+    ) -> Result<(Vec<Vec<f32>>, EmbedCounts), ServiceError> {
+        let e = self.get()?;
+        e.embed_counted(texts).await
     }
 }
 

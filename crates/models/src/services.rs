@@ -2,7 +2,10 @@
 //!
 //! Local models are loaded once per process: the builders keep every loaded
 //! embedder and LLM in a process-wide table keyed by file and options, so
-//! building services twice (or from two threads) shares one copy. Loading is
+//! building services twice (or from two threads) shares one copy. The
+//! configured embedder comes behind one process-wide [`CachedEmbedder`] per
+//! model (unless `[models] embed_cache = false`), so every substrate, run
+//! and shard embeds a text once. Loading is
 //! blocking (it reads ~100 MB and may fetch); call these at start-up, or from
 //! `spawn_blocking` inside async code.
 
@@ -13,6 +16,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use submem_core::{Embedder, Llm, Services, TokenCounter};
 
 use crate::config::{Config, EmbedderKind, LlmKind, LlmWeights};
+use crate::embed_cache::CachedEmbedder;
 use crate::embedder::MiniLmEmbedder;
 use crate::error::{ModelsError, Result};
 use crate::llm::{LocalLlm, LocalLlmOptions};
@@ -26,6 +30,68 @@ static EMBEDDERS: LazyLock<Mutex<HashMap<PathBuf, MiniLmEmbedder>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 static LLMS: LazyLock<Mutex<HashMap<LlmKey, LocalLlm>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
+type CacheKey = (String, Option<PathBuf>, usize);
+static EMBED_CACHES: LazyLock<Mutex<HashMap<CacheKey, Arc<CachedEmbedder>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// What makes MiniLM's vectors what they are: its files (the weights by
+/// length and their first and last MiB, so that this costs milliseconds,
+/// not a hash of 90 MB) and the pipeline's options.
+fn minilm_identity(dir: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |path: &Path, e: std::io::Error| ModelsError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let mut h = Sha256::new();
+    for name in ["config.json", "tokenizer.json"] {
+        let path = dir.join(name);
+        h.update(std::fs::read(&path).map_err(|e| io(&path, e))?);
+    }
+    let path = dir.join("model.safetensors");
+    let mut f = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+    let len = f.metadata().map_err(|e| io(&path, e))?.len();
+    h.update(len.to_le_bytes());
+    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
+    f.read_exact(&mut buf).map_err(|e| io(&path, e))?;
+    h.update(&buf);
+    f.seek(SeekFrom::Start(len - buf.len() as u64))
+        .map_err(|e| io(&path, e))?;
+    f.read_exact(&mut buf).map_err(|e| io(&path, e))?;
+    h.update(&buf);
+    let digest: [u8; 32] = h.finalize().into();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!(
+        "all-MiniLM-L6-v2|files={hex}|max_tokens={}",
+        crate::embedder::MAX_TOKENS
+    ))
+}
+
+/// `inner` behind the process-wide cache for `identity` (one per
+/// identity, store and bound, so every substrate of the process shares it).
+pub fn shared_cached_embedder(
+    inner: Arc<dyn Embedder>,
+    identity: String,
+    root: Option<PathBuf>,
+    entries: usize,
+) -> Result<Arc<CachedEmbedder>> {
+    let key = (identity, root, entries);
+    let mut table = EMBED_CACHES
+        .lock()
+        .map_err(|_| poisoned("embedding cache table"))?;
+    if let Some(c) = table.get(&key) {
+        return Ok(c.clone());
+    }
+    let c = Arc::new(CachedEmbedder::new(
+        inner,
+        key.0.clone(),
+        key.1.as_deref(),
+        entries,
+    ));
+    table.insert(key, c.clone());
+    Ok(c)
+}
 
 fn poisoned(what: &str) -> ModelsError {
     ModelsError::Task {
@@ -85,12 +151,43 @@ impl Config {
         shared_local_llm(&resolve_llm_gguf(&self.models)?, options)
     }
 
-    /// The configured embedder (`[services] embedder`).
-    pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
+    /// What the configured embedder's vectors are cached under: the model
+    /// and its files' fingerprint (local), or the server and model (OpenAI).
+    pub fn embedder_identity(&self) -> Result<String> {
         Ok(match self.services.embedder {
+            EmbedderKind::Local => minilm_identity(&resolve_embedder_dir(&self.models)?)?,
+            EmbedderKind::Openai => format!(
+                "openai|{}|{}",
+                self.openai.base_url.as_deref().unwrap_or(""),
+                self.openai.embedding_model.as_deref().unwrap_or("")
+            ),
+        })
+    }
+
+    /// The configured embedder (`[services] embedder`), behind the
+    /// process-wide embedding cache unless `[models] embed_cache = false`.
+    pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
+        let inner: Arc<dyn Embedder> = match self.services.embedder {
             EmbedderKind::Local => Arc::new(self.local_embedder()?),
             EmbedderKind::Openai => Arc::new(OpenAiClient::new(&self.openai)?),
-        })
+        };
+        if !self.models.embed_cache {
+            return Ok(inner);
+        }
+        let root = match crate::locate::ModelLocator::new(&self.models).cache_dir() {
+            Ok(dir) => Some(dir.join("embeddings")),
+            Err(e) => {
+                tracing::warn!(error = %e, "no cache directory: embeddings cached in this process only");
+                None
+            }
+        };
+        let cached = shared_cached_embedder(
+            inner,
+            self.embedder_identity()?,
+            root,
+            self.models.embed_cache_entries,
+        )?;
+        Ok(cached)
     }
 
     /// An LLM of `kind`; `None` for [`LlmKind::None`].

@@ -156,7 +156,7 @@ impl Metrics {
         let _ = writeln!(out, "submem_jobs{{state=\"queued\"}} {queued}");
         let _ = writeln!(out, "submem_jobs{{state=\"running\"}} {running}");
 
-        let mut sums: BTreeMap<&str, [f64; 6]> = BTreeMap::new();
+        let mut sums: BTreeMap<&str, [f64; 8]> = BTreeMap::new();
         for h in &spaces {
             let m = h.meter();
             for (name, phase) in [
@@ -172,6 +172,8 @@ impl Metrics {
                 e[3] += p.input_tokens as f64;
                 e[4] += p.output_tokens as f64;
                 e[5] += p.embed_calls as f64;
+                e[6] += p.embed_items as f64;
+                e[7] += p.embed_cached as f64;
             }
         }
         for (metric, i, help) in [
@@ -197,6 +199,16 @@ impl Metrics {
                 "LLM generated tokens by phase.",
             ),
             ("submem_embed_calls_total", 5, "Embedding batches by phase."),
+            (
+                "submem_embed_texts_total",
+                6,
+                "Texts substrates asked to embed, by phase.",
+            ),
+            (
+                "submem_embed_cached_total",
+                7,
+                "Of those, texts the embedding cache answered, by phase.",
+            ),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}");
             let _ = writeln!(out, "# TYPE {metric} counter");
