@@ -56,6 +56,9 @@ pub struct ItemRecord {
     /// Which item.
     #[serde(flatten)]
     pub key: ItemKey,
+    /// The question asked (always kept, so a run's items read on their own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub question: String,
     /// Breakdown label.
     pub category: String,
     /// Judge rubric selector.
@@ -133,6 +136,46 @@ pub struct ItemRecord {
     /// side by side from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shown: Option<ShownMemory>,
+}
+
+impl ItemRecord {
+    /// An item of `key` with nothing measured yet: no evidence, no reader, no
+    /// judge. Callers set what they measured with struct update syntax.
+    pub fn unmeasured(key: ItemKey, category: String, kind: QuestionKind) -> Self {
+        ItemRecord {
+            key,
+            question: String::new(),
+            category,
+            kind,
+            gold_evidence: 0,
+            recall_at_k: None,
+            recall_verbatim: None,
+            coverage: CoverageCounts::default(),
+            answer_recall: None,
+            resolutions: ResolutionCounts::default(),
+            fates: EvidenceFates::default(),
+            retrieved_tokens: 0,
+            read_seconds: 0.0,
+            read_llm_tokens: 0,
+            read_llm_calls: 0,
+            read_diagnostics: Diagnostics::default(),
+            answered: false,
+            reader_error: None,
+            generate_seconds: None,
+            reader_tokens: None,
+            answer: None,
+            gold: None,
+            em: None,
+            f1: None,
+            bleu1: None,
+            sub_em: None,
+            judge: None,
+            judge_reply: None,
+            judge_tokens: None,
+            task_success: None,
+            shown: None,
+        }
+    }
 }
 
 /// The memory one substrate rendered for one item, with the question and the

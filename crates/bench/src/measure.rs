@@ -144,9 +144,6 @@ pub(crate) async fn read_item(
         },
         recall_verbatim: verbatim,
         answer_recall,
-        key,
-        category: q.category.clone(),
-        kind: q.kind,
         gold_evidence: q.evidence.len(),
         coverage,
         resolutions,
@@ -156,20 +153,8 @@ pub(crate) async fn read_item(
         read_llm_tokens: tokens1 - tokens0,
         read_llm_calls: calls1 - calls0,
         read_diagnostics,
-        answered: false,
-        reader_error: None,
-        generate_seconds: None,
-        reader_tokens: None,
-        answer: None,
         gold: q.answer.clone(),
-        em: None,
-        f1: None,
-        bleu1: None,
-        sub_em: None,
-        judge: None,
-        judge_reply: None,
-        judge_tokens: None,
-        task_success: None,
+        question: q.text.clone(),
         shown: ctx.opts.trace.then(|| ShownMemory {
             question: q.text.clone(),
             evidence: q.evidence.clone(),
@@ -185,6 +170,7 @@ pub(crate) async fn read_item(
                 .map(|s| (s.source_id.clone(), s.resolution))
                 .collect(),
         }),
+        ..ItemRecord::unmeasured(key, q.category.clone(), q.kind)
     };
     Ok((recall, item))
 }

@@ -471,21 +471,18 @@ mod tests {
     use submem::PhaseStats;
 
     fn item(q: &str, recall: Option<f64>, judge: Option<bool>, read: f64) -> ItemRecord {
+        let key = ItemKey {
+            substrate: "m2".into(),
+            dataset: "locomo".into(),
+            conversation: "c1".into(),
+            question_id: q.into(),
+            budget: 1024,
+            k: 5,
+        };
         ItemRecord {
-            key: ItemKey {
-                substrate: "m2".into(),
-                dataset: "locomo".into(),
-                conversation: "c1".into(),
-                question_id: q.into(),
-                budget: 1024,
-                k: 5,
-            },
-            category: "cat".into(),
-            kind: QuestionKind::Standard,
             gold_evidence: 1,
             recall_at_k: recall,
             recall_verbatim: recall,
-            answer_recall: None,
             coverage: CoverageCounts {
                 gold: 2,
                 whole: 1,
@@ -496,27 +493,12 @@ mod tests {
                 excerpt: 1,
                 raw: 3,
             },
-            fates: EvidenceFates::default(),
             retrieved_tokens: 100,
             read_seconds: read,
-            read_llm_tokens: 0,
-            read_llm_calls: 0,
-            read_diagnostics: Diagnostics::new(),
             answered: judge.is_some(),
-            reader_error: None,
             generate_seconds: judge.map(|_| 1.0),
-            reader_tokens: None,
-            answer: None,
-            gold: None,
-            em: None,
-            f1: None,
-            bleu1: None,
-            sub_em: None,
             judge,
-            judge_reply: None,
-            judge_tokens: None,
-            task_success: None,
-            shown: None,
+            ..ItemRecord::unmeasured(key, "cat".into(), QuestionKind::Standard)
         }
     }
 

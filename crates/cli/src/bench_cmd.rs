@@ -102,8 +102,11 @@ pub struct BenchArgs {
     /// Substrate × conversation tasks run at once.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
-    /// Trace each item's gold evidence through substrates that rank (FlexA-Mem's
-    /// pieces): the report then says why evidence was not shown whole.
+    /// Keep, for every item, the memory text each substrate showed (the
+    /// inspector puts them side by side) and trace each gold evidence turn
+    /// through the stages of substrates that report them (FlexA-Mem's
+    /// pieces: ranked, cut by the budget, merged): the report then says why
+    /// evidence was not shown whole. Items always keep their question text.
     #[arg(long)]
     pub trace: bool,
     /// Do not keep each task's written memory under <out>/memories/ (kept by

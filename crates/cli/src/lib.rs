@@ -5,20 +5,15 @@
 //! and gets every command for them:
 //!
 //! ```no_run
-//! use submem::registry::Registry;
 //! # fn my_factory() -> submem_core::plugin::SubstrateFactory { unimplemented!() }
-//!
 //! fn main() -> std::process::ExitCode {
-//!     // `try_with` checks the factory (names, ids, defaults) first; `with` does not.
-//!     match Registry::default().try_with(my_factory()) {
-//!         Ok(registry) => submem_cli::main_with(registry),
-//!         Err(e) => {
-//!             eprintln!("error: {e}");
-//!             std::process::ExitCode::FAILURE
-//!         }
-//!     }
+//!     // Every built-in substrate plus ours, each factory checked first.
+//!     submem_cli::main_with_plugins([my_factory()])
 //! }
 //! ```
+//!
+//! ([`main_with`] takes a whole [`Registry`] for a binary that builds its
+//! own.)
 //!
 //! ```text
 //! submem bench                                   # synthetic set, embedded models, prints the table
@@ -184,6 +179,26 @@ pub fn main_with(registry: Registry) -> ExitCode {
         }
     };
     runtime.block_on(run_with(Arc::new(registry), std::env::args_os()))
+}
+
+/// [`main_with`] on the built-in substrates plus `factories`, each checked
+/// first ([`Registry::try_with`]: names, ids, defaults); a factory that
+/// fails the check is printed as an error and the process exits 1. This is
+/// a plugin binary's whole `main`.
+pub fn main_with_plugins(
+    factories: impl IntoIterator<Item = submem_core::plugin::SubstrateFactory>,
+) -> ExitCode {
+    let mut registry = Registry::default();
+    for factory in factories {
+        registry = match registry.try_with(factory) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+    }
+    main_with(registry)
 }
 
 /// [`main_with`] inside a runtime the caller owns, on the given arguments

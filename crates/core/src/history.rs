@@ -112,7 +112,10 @@ impl Event {
         }
     }
 
-    /// The searchable content of the event, without framing.
+    /// The searchable content of the event: [`Event::render`] without its
+    /// framing (no session date, no step number). A turn keeps its speaker
+    /// (`Speaker: text`), since questions name people; a step is its action
+    /// and observation on two lines.
     pub fn content(&self) -> String {
         match self {
             Event::Turn(t) => format!("{}: {}", t.speaker, t.text),

@@ -49,13 +49,19 @@ impl Default for ConformanceOptions {
     }
 }
 
-/// A marker word planted in the fixtures; nothing else uses it.
-pub const MARKER_A: &str = "zanzibarite";
+/// A marker word planted in the fixtures; nothing else uses it. It is a
+/// name (capitalised), as the fact it plants is about a person, so a
+/// substrate that indexes names finds it.
+pub const MARKER_A: &str = "Zanzibarite";
 /// The marker of the second namespace.
-pub const MARKER_B: &str = "quetzalcoatlus";
+pub const MARKER_B: &str = "Quetzalcoatlus";
 
-/// A small conversation of `n` turns (at least 4) in two sessions; turn 3
-/// carries `marker` in a sentence about a violin teacher.
+/// The question the conformance suite asks about the planted fact: it names
+/// the speaker (Ben, turn 3) and asks for the teacher's name, `MARKER_A`.
+pub const FACT_QUESTION: &str = "What is the name of Ben's violin teacher?";
+
+/// A small conversation of `n` turns (at least 4) in two sessions; turn 3,
+/// spoken by Ben, carries `marker` as the name of his violin teacher.
 pub fn fixture_conversation(tag: &str, marker: &str, n: usize) -> Vec<Event> {
     let topics = [
         "the weather was mild and we walked by the river",
@@ -294,12 +300,7 @@ where
         .await
         .unwrap_or_else(|e| panic!("manage failed: {e}"));
 
-    let question = Query::question(
-        a.clone(),
-        "What is the name of my violin teacher?",
-        opts.generous_budget,
-    )
-    .with_top_k(5);
+    let question = Query::question(a.clone(), FACT_QUESTION, opts.generous_budget).with_top_k(5);
     let r = s
         .read(&question)
         .await
@@ -307,8 +308,11 @@ where
     if opts.finds_written {
         assert!(
             r.text.contains(MARKER_A),
-            "{}: recall of a question about a written fact does not show it:\n{}",
+            "{}: asked {FACT_QUESTION:?} (top_k 5, budget {}) after writing turn 3 \
+             ({:?}), the recall does not show the expected word {MARKER_A:?}; it shows:\n{}",
             s.info().method,
+            opts.generous_budget,
+            conv_a[3].content(),
             r.text
         );
     }

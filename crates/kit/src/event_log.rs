@@ -100,6 +100,10 @@ pub trait LogRanker: fmt::Debug + Send + Sync + 'static {
     /// score). `events` are the namespace's, oldest first. Leave out what
     /// should never be shown; the log shows as many of the rest as the
     /// query's allowance holds.
+    ///
+    /// The log does not apply `query.top_k`: a ranker whose method has a
+    /// retrieval breadth returns at most `top_k` entries (the `k` the
+    /// harness sweeps), one that fills the budget may return them all.
     fn rank(&self, events: &[Logged<Self::Extra>], query: &Query) -> Vec<(usize, f32)>;
 
     /// What to do with a ranked event that does not fit: skip it and try

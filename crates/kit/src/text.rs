@@ -41,6 +41,19 @@ pub const MONTH_NAMES: [&str; 12] = [
     "december",
 ];
 
+/// The English weekday names, lower case, Monday first (ISO 8601 order; for
+/// telling dates and times from names: "Sunday" starts a sentence about
+/// when, not about someone).
+pub const WEEKDAY_NAMES: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
 /// A broad English function-word list (the 179 words of NLTK's English list):
 /// pronouns, auxiliaries, question words, determiners, prepositions and the
 /// pieces a simple tokenizer cuts contractions into (`didn` + `t`).

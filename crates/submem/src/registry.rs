@@ -317,7 +317,7 @@ impl Registry {
             submem_core::Error::InvalidInput(reason) => RegistryError::BadSetting {
                 substrate: spec.name.clone(),
                 setting: spec.to_string(),
-                reason,
+                reason: without_settings_prefix(&spec.name, reason),
             },
             source => RegistryError::Build {
                 substrate: spec.to_string(),
@@ -327,12 +327,21 @@ impl Registry {
     }
 }
 
+/// A factory's message says `settings of NAME: …`; the registry's error
+/// already names the substrate and the setting, so the prefix would repeat.
+fn without_settings_prefix(name: &str, reason: String) -> String {
+    match reason.strip_prefix(&format!("settings of {name}: ")) {
+        Some(rest) => rest.to_string(),
+        None => reason,
+    }
+}
+
 fn bad_setting(spec: &SubstrateSpec, e: submem_core::Error) -> RegistryError {
     RegistryError::BadSetting {
         substrate: spec.name.clone(),
         setting: spec.to_string(),
         reason: match e {
-            submem_core::Error::InvalidInput(m) => m,
+            submem_core::Error::InvalidInput(m) => without_settings_prefix(&spec.name, m),
             other => other.to_string(),
         },
     }

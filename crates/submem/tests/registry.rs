@@ -70,6 +70,13 @@ fn bad_names_and_settings_name_the_valid_ones() {
     assert!(e.contains("takes no settings"), "{e}");
     let e = r.check(&spec("m1:colour=red")).unwrap_err().to_string();
     assert!(e.contains("`colour`") && e.contains("`ef_search`"), "{e}");
+    let e = r.check(&spec("m1:m=abc")).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "substrate m1: bad setting \"m1:m=abc\": m: invalid type: string \"abc\", \
+         expected a whole number, 0 or more",
+        "said once, in words"
+    );
     let e = r
         .check(&spec("flexa:ranking=fuzzy"))
         .unwrap_err()

@@ -8,15 +8,9 @@
 //! ```
 
 use std::process::ExitCode;
-use submem::registry::Registry;
 
 fn main() -> ExitCode {
-    // `try_with` checks the factory (names, ids, defaults) before adding it.
-    match Registry::default().try_with(submem_example_plugin::factory()) {
-        Ok(registry) => submem_cli::main_with(registry),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    // The built-in substrates plus ours, after checking its names, ids and
+    // defaults.
+    submem_cli::main_with_plugins([submem_example_plugin::factory()])
 }

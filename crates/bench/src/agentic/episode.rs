@@ -174,44 +174,26 @@ impl EpisodeRecord {
             .map(|s| s.memory_tokens)
             .sum::<usize>()
             / self.step_records.len().max(1);
+        let key = crate::items::ItemKey {
+            substrate: self.substrate.clone(),
+            dataset: format!("{}-agentic", self.env),
+            conversation: self.game.clone(),
+            question_id: self.regime.name().to_string(),
+            budget: self.budget,
+            k: self.k,
+        };
         crate::items::ItemRecord {
-            key: crate::items::ItemKey {
-                substrate: self.substrate.clone(),
-                dataset: format!("{}-agentic", self.env),
-                conversation: self.game.clone(),
-                question_id: self.regime.name().to_string(),
-                budget: self.budget,
-                k: self.k,
-            },
-            category: self.regime.name().to_string(),
-            kind: crate::QuestionKind::Standard,
-            gold_evidence: 0,
-            recall_at_k: None,
-            recall_verbatim: None,
-            coverage: Default::default(),
-            answer_recall: None,
-            resolutions: Default::default(),
-            fates: Default::default(),
+            question: self.objective.clone(),
             retrieved_tokens: shown,
             read_seconds: submem::LatencyStats::from_samples(&reads).p50,
             read_llm_tokens: self.read.total_tokens(),
             read_llm_calls: self.read.llm_calls,
-            read_diagnostics: Default::default(),
-            answered: false,
-            reader_error: None,
-            generate_seconds: None,
-            reader_tokens: None,
-            answer: None,
-            gold: None,
-            em: None,
-            f1: None,
-            bleu1: None,
-            sub_em: None,
-            judge: None,
-            judge_reply: None,
-            judge_tokens: None,
             task_success: Some(if self.won { 1.0 } else { 0.0 }),
-            shown: None,
+            ..crate::items::ItemRecord::unmeasured(
+                key,
+                self.regime.name().to_string(),
+                crate::QuestionKind::Standard,
+            )
         }
     }
 

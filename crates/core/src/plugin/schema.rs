@@ -50,9 +50,25 @@ fn settings_error(name: &str, serde_msg: &str) -> Error {
             .replace("expected one of", "valid settings are")
             .replace("there are no fields", "this substrate takes no settings")
     } else {
-        serde_msg.replace("duplicate field", "setting given twice:")
+        plain_types(&serde_msg.replace("duplicate field", "setting given twice:"))
     };
     Error::InvalidInput(format!("settings of {name}: {msg}"))
+}
+
+/// serde names Rust types (`expected usize`); a user typed a setting, so say
+/// what kind of value it takes.
+fn plain_types(msg: &str) -> String {
+    let Some((head, expected)) = msg.rsplit_once(", expected ") else {
+        return msg.to_string();
+    };
+    let plain = match expected.trim() {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number, 0 or more",
+        "isize" | "i64" | "i32" | "i16" | "i8" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a boolean" => "true or false",
+        other => other,
+    };
+    format!("{head}, expected {plain}")
 }
 
 /// What a property schema allows: JSON type names and enumerated strings.

@@ -126,6 +126,12 @@ fn bad_settings_say_what_is_valid() {
     assert!(e.contains("fill: invalid type"), "{e}");
     let e = parse(&f, &[("seeds", "-1")]).unwrap_err().to_string();
     assert!(e.contains("settings of toy"), "{e}");
+    assert!(
+        e.ends_with("expected a whole number, 0 or more") && !e.contains("usize"),
+        "a setting's kind in words, not a Rust type: {e}"
+    );
+    let e = parse(&f, &[("fill", "maybe")]).unwrap_err().to_string();
+    assert!(e.ends_with("expected true or false"), "{e}");
     let e = parse(&f, &[("rho", "2")]).unwrap_err().to_string();
     assert!(e.contains("rho must be at most 1"), "{e}");
 }
