@@ -38,6 +38,24 @@ static EMBED_CACHES: LazyLock<Mutex<HashMap<CacheKey, Arc<CachedEmbedder>>>> =
 /// length and their first and last MiB, so that this costs milliseconds,
 /// not a hash of 90 MB) and the pipeline's options.
 fn minilm_identity(dir: &Path) -> Result<String> {
+    static SEEN: LazyLock<Mutex<HashMap<PathBuf, String>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let key = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    if let Some(id) = SEEN
+        .lock()
+        .map_err(|_| poisoned("identity table"))?
+        .get(&key)
+    {
+        return Ok(id.clone());
+    }
+    let id = fingerprint_minilm(dir)?;
+    SEEN.lock()
+        .map_err(|_| poisoned("identity table"))?
+        .insert(key, id.clone());
+    Ok(id)
+}
+
+fn fingerprint_minilm(dir: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};
     use std::io::{Read, Seek, SeekFrom};
     let io = |path: &Path, e: std::io::Error| ModelsError::Io {
