@@ -602,7 +602,8 @@ function selectRun(run) {
     td.appendChild(open);
     tr.appendChild(td);
     for (const v of [i.category, i.recall_at_k, `${fmt(cov.whole)} / ${fmt(cov.part)} / ${fmt(cov.gold)}`,
-      i.retrieved_tokens, i.read_seconds, i.answer]) cell(tr, fmt(v));
+      i.retrieved_tokens, typeof i.read_seconds === "number" ? (i.read_seconds * 1000).toFixed(2) : null,
+      i.answer]) cell(tr, fmt(v));
     return tr;
   }));
   body.dataset.count = String(items.length);
