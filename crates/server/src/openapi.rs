@@ -159,7 +159,7 @@ pub fn document() -> Value {
                 "parameters": [
                     {"name": "ns", "in": "path", "required": true, "schema": {"type": "string"}},
                     {"name": "q", "in": "query", "required": false, "schema": {"type": "string"},
-                        "description": "keep events whose source id or content contains it (case-insensitive)"},
+                        "description": "keep events whose source id is it or lies under it at a `:` (D1 finds D1:2; D1:2 does not find D1:20) or whose content contains it (case-insensitive)"},
                     {"name": "offset", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 0, "default": 0}},
                     {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}],
                 "responses": {"200": ok("events", json!({"type": "object", "properties": {

@@ -397,8 +397,19 @@ pub async fn read(
 /// Most events one `GET /v1/namespaces/{ns}/events` answers.
 pub const MAX_EVENTS_PAGE: usize = 1000;
 
-/// The live logged events of a namespace whose source id or content contains
-/// `q` (case-insensitive; all when empty), oldest first: the total matching
+/// Whether source id `id` answers the search `needle` (both lower case): the
+/// id itself, or ids under it at a `:` boundary (`d1` and `d1:` find `d1:2`,
+/// `d1:2` does not find `d1:20`).
+fn source_id_matches(id: &str, needle: &str) -> bool {
+    match id.strip_prefix(needle) {
+        Some(rest) => rest.is_empty() || needle.ends_with(':') || rest.starts_with(':'),
+        None => false,
+    }
+}
+
+/// The live logged events of a namespace whose source id is `q` (or lies
+/// under it, see [`source_id_matches`]) or whose content contains `q`
+/// (case-insensitive; all when empty), oldest first: the total matching
 /// and the page `offset..offset + limit`.
 pub async fn events(
     state: &AppState,
@@ -421,7 +432,7 @@ pub async fn events(
         .into_iter()
         .filter(|e| {
             needle.is_empty()
-                || e.source_id().to_lowercase().contains(&needle)
+                || source_id_matches(&e.source_id().to_lowercase(), &needle)
                 || e.content().to_lowercase().contains(&needle)
         })
         .collect();
@@ -488,5 +499,25 @@ pub fn job(state: &AppState, caller: &Caller, id: &str) -> Result<crate::jobs::J
     match state.store.jobs.get(id) {
         Some(j) if caller.covers(&j.namespace) => Ok(j),
         _ => Err(ServerError::JobNotFound(id.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_id_matches;
+
+    #[test]
+    fn a_source_id_search_stops_at_a_boundary() {
+        for (id, needle, want) in [
+            ("d1:2", "d1:2", true),
+            ("d1:20", "d1:2", false),
+            ("d1:2", "d1", true),
+            ("d1:2", "d1:", true),
+            ("d10:2", "d1", false),
+            ("game-s1:3", "game-s1", true),
+            ("game-s11:3", "game-s1", false),
+        ] {
+            assert_eq!(source_id_matches(id, needle), want, "{id} for {needle}");
+        }
     }
 }

@@ -116,7 +116,8 @@ async function timeline() {
       cell(tr, e.source_id);
       cell(tr, e.kind);
       cell(tr, e.session_id);
-      cell(tr, e.text ?? e.observation ?? e.content ?? JSON.stringify(e));
+      cell(tr, e.speaker ?? (e.action !== undefined ? "(agent)" : null));
+      cell(tr, e.text ?? (e.action !== undefined ? `> ${e.action}\n${e.observation}` : null) ?? e.content ?? JSON.stringify(e));
       return tr;
     }));
     const last = Math.min(data.total, data.offset + data.events.length);
