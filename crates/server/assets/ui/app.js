@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 const KEY = "submem.key";
 let current = null;
 
-function status(msg, error = false) {
+export function status(msg, error = false) {
   const s = $("status");
   s.textContent = msg;
   s.className = error ? "status error" : "status";
@@ -764,7 +764,7 @@ async function openReport(ev) {
 }
 
 // The body of a GET as text, with the page's key; API errors as messages.
-async function apiText(path) {
+export async function apiText(path) {
   const headers = {};
   const key = sessionStorage.getItem(KEY);
   if (key) headers["Authorization"] = "Bearer " + key;

@@ -2,32 +2,14 @@
 // environment run (`submem bench --dataset textworld|alfworld|scienceworld`)
 // step by step, with what memory showed the policy at each step. Episodes
 // come from a served run (`submem serve --reports DIR`) or from an
-// `episodes.jsonl` chosen in the page; nothing is sent anywhere.
+// `episodes.jsonl` chosen in the page; nothing is sent anywhere. The key
+// handling and status line are app.js's (one module instance per page).
+
+import { apiText as getText, status } from "/ui/app.js";
 
 const $ = (id) => document.getElementById(id);
-const KEY = "submem.key";
 
 const view = { episodes: [], shown: [], open: null, step: 1 };
-
-function status(msg, error = false) {
-  const s = $("status");
-  s.textContent = msg;
-  s.className = error ? "status error" : "status";
-}
-
-async function getText(path) {
-  const headers = {};
-  const key = sessionStorage.getItem(KEY);
-  if (key) headers["Authorization"] = "Bearer " + key;
-  const resp = await fetch(path, { headers });
-  const text = await resp.text();
-  if (!resp.ok) {
-    let e = `HTTP ${resp.status}`;
-    try { const d = JSON.parse(text); if (d.error) e = `${d.error.code}: ${d.error.message}`; } catch (_) { /* not JSON */ }
-    throw new Error(e);
-  }
-  return text;
-}
 
 function node(tag, text, cls) {
   const e = document.createElement(tag);
