@@ -18,7 +18,8 @@
 //!   every (question, budget, k) — one write per budget/k sweep; the recall
 //!   goes into one shared reader prompt ([`reader`]) whose fixed part sets
 //!   [`submem_core::Query::allowance`]; answers are judged with the Mem0 or
-//!   LongMemEval rubric; every item is appended to `items.jsonl` at once so a
+//!   LongMemEval rubric ([`prompt`]: a run may name its own reader and judge
+//!   templates); every item is appended to `items.jsonl` at once so a
 //!   killed run resumes;
 //! - [`metrics`]: EM, token F1, BLEU-1, SubEM, Recall@k, evidence coverage,
 //!   the exact McNemar test and the paired bootstrap;
@@ -73,6 +74,7 @@ pub mod items;
 mod measure;
 pub mod metrics;
 pub mod options;
+pub mod prompt;
 pub mod reader;
 pub mod report;
 pub mod results;

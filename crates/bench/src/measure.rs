@@ -217,7 +217,15 @@ pub(crate) async fn answer_item(
                 item.sub_em = Some(sub_em(&answer, gold));
             }
             if let Some(j) = &ctx.models.judge {
-                let verdict = reader::judge(j, ctx.dataset.kind, q, gold, &answer).await?;
+                let verdict = reader::judge(
+                    j,
+                    &ctx.opts.judge_prompt,
+                    ctx.dataset.kind,
+                    q,
+                    gold,
+                    &answer,
+                )
+                .await?;
                 item.judge = verdict.correct;
                 item.judge_reply = Some(verdict.reply);
                 item.judge_tokens = Some(verdict.tokens);

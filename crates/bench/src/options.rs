@@ -7,6 +7,7 @@ use std::sync::Arc;
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
 use submem_core::{Llm, Services};
 
+use crate::prompt::JudgeTemplate;
 use crate::reader::ReaderSettings;
 use crate::shard::Shard;
 use crate::{BenchError, Result};
@@ -47,8 +48,11 @@ pub struct RunOptions {
     pub progress: bool,
     /// Stop with [`BenchError::Aborted`] after this many new items (test hook).
     pub abort_after: Option<usize>,
-    /// Reader settings.
+    /// Reader settings (its prompt template among them).
     pub reader: ReaderSettings,
+    /// The judge's prompt: the built-in rubrics unless a run names its own
+    /// template ([`crate::prompt`]).
+    pub judge_prompt: JudgeTemplate,
     /// Ask substrates that rank for a trace of each item's gold evidence
     /// ([`submem_core::Substrate::trace`]), for the loss breakdown. It runs
     /// after the timed read (its query embedding counts in the read phase's
@@ -84,6 +88,7 @@ impl Default for RunOptions {
             progress: true,
             abort_after: None,
             reader: ReaderSettings::default(),
+            judge_prompt: JudgeTemplate::builtin(),
             trace: false,
             keep_memories: true,
             shard: None,

@@ -1,12 +1,14 @@
 //! The shared reader prompt every substrate's recall goes into, and the LLM
 //! judge rubrics (P4).
 //!
-//! **Reader.** One template for all substrates: a system message, then the
-//! memory block, the question (with its date when the dataset gives one, and
-//! the newest observation for agentic probes) and `Answer:`. The fixed part
-//! `|P|` is counted with the budget counter on the template with an empty
-//! memory block, plus [`CHAT_FRAMING_TOKENS`] for the chat markers and the
-//! answer's room ([`ReaderSettings::max_answer_tokens`]), so that
+//! **Reader.** One template for all substrates: by default a system message,
+//! then the memory block, the question (with its date when the dataset gives
+//! one, and the newest observation for agentic probes) and `Answer:`; a run
+//! may read with its own template instead ([`ReaderSettings::prompt`], see
+//! [`crate::prompt`]). The fixed part `|P|` is counted with the budget
+//! counter on the template in use with an empty memory block, plus
+//! [`CHAT_FRAMING_TOKENS`] for the chat markers and the answer's room
+//! ([`ReaderSettings::max_answer_tokens`]), so that
 //! [`submem_core::Query::allowance`] is exactly the room the memory may take.
 //!
 //! **Judge.** LoCoMo, the synthetic set and agent probes use the binary
@@ -14,13 +16,15 @@
 //! LongMemEval uses its authors' per-type rubric (standard, temporal with
 //! off-by-one tolerance, knowledge-update accepting the latest value,
 //! abstention asking whether the model declined). The synthetic set's
-//! updated facts use the knowledge-update rubric too.
+//! updated facts use the knowledge-update rubric too. A run's own judge
+//! template ([`crate::prompt::JudgeTemplate`]) replaces them all.
 
 use std::sync::Arc;
 
 use submem_core::{ChatMessage, ChatRequest, Completion, Llm, TokenCounter};
 
 use crate::dataset::{DatasetKind, Question, QuestionKind};
+use crate::prompt::{JudgeTemplate, ReaderTemplate};
 use crate::{BenchError, Result};
 
 /// Tokens allowed for chat-template markers around the two messages.
@@ -40,17 +44,22 @@ pub use submem_core::plugin::MEMORY_INTRO;
 pub struct ReaderSettings {
     /// Most tokens of an answer.
     pub max_answer_tokens: usize,
+    /// The reader's prompt template (the built-in one unless a run names
+    /// its own): the prompt asked, and the fixed part `|P|` counted.
+    pub prompt: ReaderTemplate,
 }
 
 impl Default for ReaderSettings {
     fn default() -> Self {
         ReaderSettings {
             max_answer_tokens: 32,
+            prompt: ReaderTemplate::builtin(),
         }
     }
 }
 
-/// The reader's messages for `question` with `memory`.
+/// The built-in reader's messages for `question` with `memory` (what
+/// [`ReaderTemplate::builtin`] renders).
 pub fn reader_messages(question: &Question, memory: &str) -> Vec<ChatMessage> {
     let mut user = String::with_capacity(memory.len() + 256);
     user.push_str(MEMORY_INTRO);
@@ -72,13 +81,16 @@ pub fn reader_messages(question: &Question, memory: &str) -> Vec<ChatMessage> {
     vec![ChatMessage::system(READER_SYSTEM), ChatMessage::user(user)]
 }
 
-/// `|P|`: the reader prompt without memory, framing, and room for the answer.
+/// `|P|`: the reader prompt of `settings` without memory, framing, and
+/// room for the answer.
 pub fn fixed_prompt_tokens(
     question: &Question,
     counter: &dyn TokenCounter,
     settings: &ReaderSettings,
 ) -> usize {
-    reader_messages(question, "")
+    settings
+        .prompt
+        .messages(question, "")
         .iter()
         .map(|m| counter.count(&m.content))
         .sum::<usize>()
@@ -111,14 +123,15 @@ async fn complete(
     })
 }
 
-/// Asks `reader` the question; returns (answer, tokens used).
+/// Asks `reader` the question with the prompt of `settings`; returns
+/// (answer, tokens used).
 pub async fn answer(
     reader: &Arc<dyn Llm>,
     question: &Question,
     memory: &str,
     settings: &ReaderSettings,
 ) -> Result<(String, u64)> {
-    let req = ChatRequest::new(reader_messages(question, memory))
+    let req = ChatRequest::new(settings.prompt.messages(question, memory))
         .with_max_tokens(settings.max_answer_tokens);
     let c = complete(reader, "reader", question, &req).await?;
     Ok((
@@ -224,35 +237,45 @@ pub fn parse_verdict(rubric: Rubric, reply: &str) -> Option<bool> {
             (None, None) => None,
         };
     }
-    let first = up
+    first_word_yes_no(reply).or_else(|| {
+        let has_yes = up.contains("YES");
+        let has_no = up.split(|c: char| !c.is_alphanumeric()).any(|w| w == "NO");
+        match (has_yes, has_no) {
+            (true, false) => Some(true),
+            (false, true) => Some(false),
+            _ => None,
+        }
+    })
+}
+
+/// `Some(true)` when `reply`'s first word is yes, `Some(false)` when it is no.
+pub(crate) fn first_word_yes_no(reply: &str) -> Option<bool> {
+    let first = reply
         .split(|c: char| !c.is_alphanumeric())
         .find(|w| !w.is_empty())
         .unwrap_or("");
-    match first {
-        "YES" => Some(true),
-        "NO" => Some(false),
-        _ => {
-            let has_yes = up.contains("YES");
-            let has_no = up.split(|c: char| !c.is_alphanumeric()).any(|w| w == "NO");
-            match (has_yes, has_no) {
-                (true, false) => Some(true),
-                (false, true) => Some(false),
-                _ => None,
-            }
-        }
+    if first.eq_ignore_ascii_case("yes") {
+        Some(true)
+    } else if first.eq_ignore_ascii_case("no") {
+        Some(false)
+    } else {
+        None
     }
 }
 
-/// Asks `judge` for a verdict on `answer`; returns the verdict and the raw reply.
+/// Asks `judge` for a verdict on `answer` with `template` (the built-in
+/// rubric of the dataset and question type, or the run's own template);
+/// returns the verdict and the raw reply.
 pub async fn judge(
     judge: &Arc<dyn Llm>,
+    template: &JudgeTemplate,
     dataset: DatasetKind,
     question: &Question,
     gold: &str,
     answer: &str,
 ) -> Result<Verdict> {
     let rubric = rubric_for(dataset, question.kind);
-    let req = ChatRequest::new(vec![ChatMessage::user(judge_prompt(
+    let req = ChatRequest::new(vec![ChatMessage::user(template.prompt(
         rubric,
         &question.text,
         gold,
@@ -261,7 +284,7 @@ pub async fn judge(
     .with_max_tokens(96);
     let c = complete(judge, "judge", question, &req).await?;
     Ok(Verdict {
-        correct: parse_verdict(rubric, &c.text),
+        correct: template.verdict(rubric, &c.text),
         tokens: c.usage.input_tokens + c.usage.output_tokens,
         reply: c.text,
     })
@@ -390,10 +413,17 @@ mod tests {
         assert_eq!(a, "a red Fiat");
         let j: Arc<dyn Llm> = Arc::new(ScriptedLlm::new(vec!["Matches. CORRECT".into()]));
         assert_eq!(
-            judge(&j, DatasetKind::Locomo, &q(), "red Fiat", &a)
-                .await
-                .unwrap()
-                .correct,
+            judge(
+                &j,
+                &JudgeTemplate::builtin(),
+                DatasetKind::Locomo,
+                &q(),
+                "red Fiat",
+                &a
+            )
+            .await
+            .unwrap()
+            .correct,
             Some(true)
         );
     }

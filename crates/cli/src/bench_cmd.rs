@@ -17,6 +17,8 @@ use submem_bench::{results, Dataset, DatasetKind};
 use submem_core::Regime;
 use submem_models::{Config, LlmKind};
 
+use crate::agentic_cmd::AgenticArgs;
+use crate::bench_prompts::PromptArgs;
 use crate::run_info::{self, resumable_run_info};
 use crate::AnyError;
 
@@ -80,6 +82,8 @@ pub struct BenchArgs {
     /// The judge (P4). Default: none on the synthetic set (SubEM is exact there), else the reader's kind.
     #[arg(long, value_enum)]
     pub judge: Option<LlmChoice>,
+    #[command(flatten)]
+    pub prompts: PromptArgs,
     /// The LLM that writes memory; `none` uses rule writers and skips substrates that need an LLM.
     #[arg(long, value_enum)]
     pub memory_llm: Option<LlmChoice>,
@@ -159,70 +163,6 @@ pub struct BenchArgs {
     /// Synthetic: seed.
     #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.seed)]
     pub seed: u64,
-}
-
-/// Who picks the agent's commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PolicyChoice {
-    /// The reader LLM (`--reader`): the local model chooses by likelihood among the admissible
-    /// commands; an OpenAI-compatible server is asked for one and its reply mapped onto them.
-    Llm,
-    /// The game's own walkthrough: wins every game (the upper bound; checks the environment).
-    Walkthrough,
-    /// A seeded uniform choice among the admissible commands (the lower bound).
-    Random,
-}
-
-/// Which regimes an agentic run plays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RegimeChoice {
-    /// Memory starts empty and accumulates the episode's own steps.
-    Within,
-    /// Memory starts from a bank of the training games' walkthroughs (--train-games).
-    Cross,
-    /// Both.
-    Both,
-}
-
-/// The options of a live agentic run (`--dataset textworld|alfworld|scienceworld`).
-#[derive(Debug, Args)]
-pub struct AgenticArgs {
-    /// Games to play: `kind:setting=value,…` specs separated by `;`, e.g.
-    /// `cooking:seeds=1-5,recipe=1,take=1,go=1` (see docs/AGENTIC.md). Default: a ladder from
-    /// easy to long quests. Ignored with --data DIR.
-    #[arg(long, value_name = "SPECS", help_heading = "Live environments")]
-    pub games: Option<String>,
-    /// Training games for the cross-episode regime (their walkthroughs make the bank).
-    #[arg(long, value_name = "SPECS", help_heading = "Live environments")]
-    pub train_games: Option<String>,
-    /// Within-episode accumulation, cross-episode recovery, or both.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "within",
-        help_heading = "Live environments"
-    )]
-    pub regime: RegimeChoice,
-    /// Who picks commands.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "llm",
-        help_heading = "Live environments"
-    )]
-    pub policy: PolicyChoice,
-    /// Most steps an episode takes (ALFWorld's evaluation uses 50).
-    #[arg(long, default_value_t = 50, help_heading = "Live environments")]
-    pub steps: u32,
-    /// Manage memory every N steps (0: only at the end of an episode).
-    #[arg(long, default_value_t = 10, help_heading = "Live environments")]
-    pub manage_every: u32,
-    /// Seconds to wait for one step of the environment before stopping its bridge.
-    #[arg(long, default_value_t = 30.0, help_heading = "Live environments")]
-    pub step_timeout: f64,
-    /// Seconds to wait for the bridge to start, generate a game or reset one.
-    #[arg(long, default_value_t = 180.0, help_heading = "Live environments")]
-    pub make_timeout: f64,
 }
 
 /// `submem bench` subcommands.
@@ -365,6 +305,7 @@ fn run_options(args: &BenchArgs, out: PathBuf, reader_sample: Option<usize>) -> 
         out,
         reader: ReaderSettings {
             max_answer_tokens: args.answer_tokens,
+            ..ReaderSettings::default()
         },
         trace: args.trace,
         keep_memories: !args.no_keep_memories,
@@ -384,6 +325,7 @@ fn check_only(args: &BenchArgs, specs: &[SubstrateSpec]) -> Result<ExitCode, Any
         data_path(args, kind)?;
     }
     parse_reader_sample(args.reader_sample.as_deref())?;
+    args.prompts.load()?;
     run_options(args, PathBuf::new(), None).validate()?;
     let names: Vec<String> = specs.iter().map(ToString::to_string).collect();
     println!(
@@ -410,6 +352,8 @@ pub async fn run(
     if args.check {
         return check_only(&args, &specs);
     }
+    let prompts = args.prompts.load()?;
+    let factory = prompts.registry(factory);
     let dataset = load_dataset(&args)?;
     let synthetic_default_writer = args.memory_llm.is_none()
         && dataset.kind == DatasetKind::Synthetic
@@ -464,11 +408,13 @@ pub async fn run(
         PathBuf::from("bench-out").join(name)
     });
     let abort_after = abort_after()?;
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         progress: !quiet,
         abort_after,
+        judge_prompt: prompts.judge.clone(),
         ..run_options(&args, out.clone(), reader_sample)
     };
+    opts.reader.prompt = prompts.reader.clone();
     opts.validate()?;
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let w = &dataset.warnings;
@@ -521,12 +467,13 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         }
         None => "memory LLM: none (rule writers)".into(),
     });
+    notes.extend(prompts.notes());
 
     let synthetic = match dataset.kind {
         DatasetKind::Synthetic => Some(synthetic_spec(&args)?),
         _ => None,
     };
-    let run_info = serde_json::json!({
+    let mut run_info = serde_json::json!({
         "dataset": dataset.name,
         "data": args.data,
         "substrates": specs.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -548,6 +495,7 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         (run_info::SHARD): args.shard.map(|s| s.to_string()),
         (run_info::NOTES): notes,
     });
+    prompts.record(&mut run_info)?;
     let run_info = resumable_run_info(&out, run_info)?;
     run_info::write(&out, &run_info)?;
 

@@ -54,9 +54,10 @@ written by two runs; run the shard again into a new --out",
     for (dir, info) in args.dirs.iter().zip(&infos).skip(1) {
         if let Some((key, a, b)) = run_info::difference_apart_from_shard(first, info) {
             return Err(format!(
-                "{} and {} are not shards of one run: run with {key} = {a} and {key} = {b}",
+                "{} and {} are not shards of one run: run with {key} = {a} and {key} = {b}{}",
                 args.dirs[0].display(),
-                dir.display()
+                dir.display(),
+                run_info::why_apart(&key)
             )
             .into());
         }
@@ -65,7 +66,7 @@ written by two runs; run the shard again into a new --out",
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     merged.write_logs(out)?;
-    let mut info = first.clone();
+    let mut info = run_info::with_prompts(first.clone());
     info[run_info::SHARD] = serde_json::Value::Null;
     info[MERGED_SHARDS] = merged.shards.into();
     run_info::write(out, &info)?;

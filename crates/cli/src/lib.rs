@@ -41,6 +41,7 @@
 mod agentic_cmd;
 mod bench_cmd;
 mod bench_merge;
+mod bench_prompts;
 mod route_cmd;
 mod route_eval;
 mod run_info;

@@ -3,9 +3,17 @@
 //! directory holds results for one value of each setting that changes what an
 //! item means); `submem bench merge` checks that every shard was run with the
 //! same ones and writes them, less the shard, for the merged run.
+//!
+//! The reader and judge prompt templates (`reader_prompt`, `judge_prompt`:
+//! `{"name": "builtin" or the file, "sha256": …}`) are compared by hash, so
+//! the same template under another path is the same run; a directory written
+//! before they were recorded has neither key and is read as having used the
+//! built-in templates, which such runs did.
 
 use serde_json::Value;
 use std::path::Path;
+
+use submem_bench::prompt::{JudgeTemplate, ReaderTemplate};
 
 use crate::AnyError;
 
@@ -15,7 +23,7 @@ pub const RUN_INFO: &str = "run.json";
 /// Settings that change what an item's result means: a run directory holds
 /// results for one value of each, so a resume with another is refused. The
 /// shard is one: a shard's directory holds only its share of the tasks.
-const RUN_IDENTITY: [&str; 8] = [
+const RUN_IDENTITY: [&str; 10] = [
     "dataset",
     "data",
     "reader",
@@ -23,8 +31,16 @@ const RUN_IDENTITY: [&str; 8] = [
     "memory_llm",
     "seed",
     "train_episodes",
+    READER_PROMPT,
+    JUDGE_PROMPT,
     "shard",
 ];
+
+/// The key of the reader's prompt template.
+pub const READER_PROMPT: &str = "reader_prompt";
+
+/// The key of the judge's prompt template.
+pub const JUDGE_PROMPT: &str = "judge_prompt";
 
 /// Lists that a resume may extend (more substrates, budgets or k values).
 const RUN_EXTENSIBLE: [&str; 3] = ["substrates", "budgets", "k"];
@@ -69,19 +85,74 @@ pub fn notes(info: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The first setting (in key order) in which `a` and `b` differ, the shard
-/// aside, with both values.
+/// `info[key]`; a missing prompt template reads as the built-in one's
+/// record (see the module docs).
+pub fn setting(info: &Value, key: &str) -> Value {
+    match &info[key] {
+        Value::Null if key == READER_PROMPT => {
+            serde_json::to_value(ReaderTemplate::builtin().id()).unwrap_or_default()
+        }
+        Value::Null if key == JUDGE_PROMPT => {
+            serde_json::to_value(JudgeTemplate::builtin().id()).unwrap_or_default()
+        }
+        v => v.clone(),
+    }
+}
+
+/// What of `info[key]` two runs must share: a template's hash, any other
+/// setting's whole value.
+fn identity(info: &Value, key: &str) -> Value {
+    let v = setting(info, key);
+    if key == READER_PROMPT || key == JUDGE_PROMPT {
+        v["sha256"].clone()
+    } else {
+        v
+    }
+}
+
+/// `info` with the prompt templates a directory written before they were
+/// recorded leaves out set to the built-in ones.
+pub fn with_prompts(mut info: Value) -> Value {
+    for key in [READER_PROMPT, JUDGE_PROMPT] {
+        if info.is_object() && info[key].is_null() {
+            info[key] = setting(&info, key);
+        }
+    }
+    info
+}
+
+/// Why two runs that differ in `key` cannot be one, where the key's name
+/// does not say it (the prompt templates).
+pub fn why_apart(key: &str) -> &'static str {
+    match key {
+        READER_PROMPT => {
+            " (another reader prompt template: the questions were asked, and the memory budgeted, \
+with another prompt)"
+        }
+        JUDGE_PROMPT => {
+            " (another judge prompt template: the answers were judged with another prompt)"
+        }
+        _ => "",
+    }
+}
+
+/// The first setting in which `a` and `b` differ, the shard aside, with both
+/// values: first those that change what an item means (in
+/// [`RUN_IDENTITY`]'s order), then any other in key order. Prompt templates
+/// are compared by hash, a missing one read as the built-in one.
 pub fn difference_apart_from_shard(a: &Value, b: &Value) -> Option<(String, Value, Value)> {
-    let keys: std::collections::BTreeSet<&String> = a
+    let others: std::collections::BTreeSet<&String> = a
         .as_object()
         .into_iter()
         .chain(b.as_object())
         .flat_map(|o| o.keys())
         .collect();
+    let mut keys: Vec<&str> = RUN_IDENTITY.to_vec();
+    keys.extend(others.into_iter().map(String::as_str));
     keys.into_iter()
-        .filter(|k| k.as_str() != SHARD)
-        .find(|k| a[k.as_str()] != b[k.as_str()])
-        .map(|k| (k.clone(), a[k.as_str()].clone(), b[k.as_str()].clone()))
+        .filter(|k| *k != SHARD)
+        .find(|k| identity(a, k) != identity(b, k))
+        .map(|k| (k.to_string(), setting(a, k), setting(b, k)))
 }
 
 /// Checks `info` against the run already in `out` (if it holds items) and
@@ -102,8 +173,8 @@ pub fn resumable_run_info(out: &Path, mut info: Value) -> Result<Value, AnyError
         _ => return Ok(info),
     };
     for key in RUN_IDENTITY {
-        let (was, now) = (&old[key], &info[key]);
-        if was != now {
+        if identity(&old, key) != identity(&info, key) {
+            let (was, now) = (setting(&old, key), setting(&info, key));
             return Err(format!(
                 "{} holds a run with {key} = {was}, this one has {now}: its results would be mixed with \
 the old ones; use a new --out (or the same {key})",
@@ -197,5 +268,73 @@ mod tests {
         assert_eq!(difference_apart_from_shard(&a, &b).unwrap().0, "extra");
         a[NOTES] = serde_json::json!(["dataset x", 3]);
         assert_eq!(notes(&a), vec!["dataset x".to_string()]);
+    }
+
+    /// `info` recording a reader template as `name` with `sha256`.
+    fn with_reader_prompt(mut info: Value, name: &str, sha256: &str) -> Value {
+        info[READER_PROMPT] = serde_json::json!({"name": name, "sha256": sha256});
+        info
+    }
+
+    #[test]
+    fn a_missing_template_is_the_builtin_one() {
+        let old = info(None, &["m2"]);
+        let builtin = serde_json::to_value(ReaderTemplate::builtin().id()).unwrap();
+        assert_eq!(setting(&old, READER_PROMPT), builtin);
+        assert_eq!(setting(&old, JUDGE_PROMPT)["name"], "builtin");
+        let mut now = with_prompts(old.clone());
+        assert_eq!(now[READER_PROMPT], builtin);
+        assert_eq!(difference_apart_from_shard(&old, &now), None);
+        // A resume of an older directory with the built-in templates goes on.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &old).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+        assert!(resumable_run_info(dir.path(), now.clone()).is_ok());
+        // One with its own template does not.
+        now = with_reader_prompt(now, "mine.txt", "ab12");
+        let err = resumable_run_info(dir.path(), now.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reader_prompt = {\"name\":\"builtin\",\"sha256\":")
+                && err.contains("this one has {\"name\":\"mine.txt\",\"sha256\":\"ab12\"}")
+                && err.contains("use a new --out (or the same reader_prompt)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn templates_are_compared_by_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = with_reader_prompt(info(None, &["m2"]), "a/mine.txt", "ab12");
+        write(dir.path(), &first).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+        // The same file elsewhere is the same run...
+        let moved = with_reader_prompt(info(None, &["m2"]), "b/mine.txt", "ab12");
+        assert!(resumable_run_info(dir.path(), moved.clone()).is_ok());
+        assert_eq!(difference_apart_from_shard(&first, &moved), None);
+        // ...another template is not, and the difference names both hashes
+        // and says why before any other key (the notes differ too).
+        let mut other = with_reader_prompt(info(None, &["m2"]), "a/mine.txt", "cd34");
+        other[NOTES] = serde_json::json!(["reader prompt: cd34"]);
+        let (key, a, b) = difference_apart_from_shard(&first, &other).unwrap();
+        assert_eq!(key, READER_PROMPT);
+        assert_eq!(
+            (&a["sha256"], &b["sha256"]),
+            (&"ab12".into(), &"cd34".into())
+        );
+        assert!(why_apart(&key).contains("another reader prompt template"));
+        let err = resumable_run_info(dir.path(), other)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"ab12\"") && err.contains("\"cd34\""),
+            "{err}"
+        );
+        let mut judged = info(None, &["m2"]);
+        judged[JUDGE_PROMPT] = serde_json::json!({"name": "j.txt", "sha256": "ef56"});
+        let (key, _, b) = difference_apart_from_shard(&info(None, &["m2"]), &judged).unwrap();
+        assert_eq!((key.as_str(), &b["sha256"]), (JUDGE_PROMPT, &"ef56".into()));
+        assert!(why_apart(&key).contains("judged"));
     }
 }

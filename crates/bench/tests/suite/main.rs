@@ -3,5 +3,6 @@
 //! `cargo test -p submem-bench --test suite <module>`, e.g. `shard`.
 
 mod agentic;
+mod prompts;
 mod runner;
 mod shard;
