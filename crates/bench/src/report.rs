@@ -330,11 +330,13 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
             );
             out.push_str("| Substrate | whole | part only | record only | absent |");
             if traced {
-                out.push_str(" not ranked | ranked too low | crowded out | fit, not whole |");
+                out.push_str(
+                    " not ranked | ranked too low | crowded out | fit, not whole | beyond top k |",
+                );
             }
             out.push_str("\n|---|---:|---:|---:|---:|");
             if traced {
-                out.push_str("---:|---:|---:|---:|");
+                out.push_str("---:|---:|---:|---:|---:|");
             }
             out.push('\n');
             let cell = |o: &serde_json::Map<String, serde_json::Value>, k: &str| {
@@ -358,7 +360,8 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
                         cell(o, "not_ranked"),
                         cell(o, "ranked_too_low"),
                         cell(o, "crowded_out"),
-                        cell(o, "fit_not_whole")
+                        cell(o, "fit_not_whole"),
+                        cell(o, "beyond_top_k")
                     );
                 }
                 out.push('\n');

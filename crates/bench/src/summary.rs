@@ -43,7 +43,7 @@
 //! - `evidence_fates`: where gold turns went (see [`crate::metrics::fates`]):
 //!   shares `whole`, `part_only`, `record_only`, `absent` of all gold turns
 //!   and, when the run traced (`--trace`), `not_ranked`, `ranked_too_low`,
-//!   `crowded_out`, `fit_not_whole` of the traced ones.
+//!   `crowded_out`, `fit_not_whole`, `beyond_top_k` of the traced ones.
 //!
 //! A metric that is undefined for a run is `null` (shown as `n/a`), never 0.
 
@@ -189,6 +189,7 @@ fn fate_shares(f: &EvidenceFates) -> Value {
         o["ranked_too_low"] = json!(f64::from(f.ranked_too_low) / t);
         o["crowded_out"] = json!(f64::from(f.crowded_out) / t);
         o["fit_not_whole"] = json!(f64::from(f.fit_not_whole) / t);
+        o["beyond_top_k"] = json!(f64::from(f.beyond_top_k) / t);
     }
     o
 }

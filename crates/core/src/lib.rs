@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod evidence;
 pub mod history;
 pub mod plugin;
 pub mod query;
@@ -47,6 +48,7 @@ pub mod test_utils;
 pub mod testing;
 
 pub use error::{BoxError, Error, Result, ServiceError};
+pub use evidence::{explain_evidence, EvidenceReport, Shown};
 pub use history::{Event, History, Namespace, Step, Turn};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
 pub use services::{

@@ -39,6 +39,24 @@ pub struct ReadTrace {
     pub allowance: usize,
     /// One entry per event asked about, in the order asked.
     pub events: Vec<EvidenceTrace>,
+    /// The most ranked items the read shows, when it shows a fixed number
+    /// (the paper's top-k reads of M1, M2 and the hybrid); `None` when it
+    /// takes ranked items while they fit the room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
+}
+
+impl ReadTrace {
+    /// The fate of `event` (one of [`ReadTrace::events`]) in this read,
+    /// given whether its whole text is shown: [`EvidenceTrace::fate`], except
+    /// that in a top-k read an event ranked at or below `k` is
+    /// [`EvidenceFate::BeyondTopK`] whatever room it needed.
+    pub fn fate_of(&self, event: &EvidenceTrace, shown_whole: bool) -> EvidenceFate {
+        match (self.top_k, event.rank) {
+            (Some(k), Some(rank)) if !shown_whole && rank >= k => EvidenceFate::BeyondTopK,
+            _ => event.fate(shown_whole, self.room, self.allowance),
+        }
+    }
 }
 
 /// Why an event was or was not shown whole, from a trace and whether its text
@@ -58,6 +76,8 @@ pub enum EvidenceFate {
     /// Fit the room the read had, yet its whole text is not shown (cut into
     /// pieces of which only some were taken, or rendered differently).
     FitNotWhole,
+    /// Ranked below the `k` items a top-k read shows.
+    BeyondTopK,
 }
 
 impl EvidenceTrace {
@@ -104,5 +124,24 @@ mod tests {
             t(Some(9), None).fate(false, 10, 20),
             EvidenceFate::RankedTooLow
         );
+        let top3 = ReadTrace {
+            room: 10,
+            allowance: 20,
+            events: Vec::new(),
+            top_k: Some(3),
+        };
+        assert_eq!(
+            top3.fate_of(&t(Some(3), Some(5)), false),
+            EvidenceFate::BeyondTopK
+        );
+        assert_eq!(
+            top3.fate_of(&t(Some(2), Some(5)), false),
+            EvidenceFate::FitNotWhole
+        );
+        assert_eq!(
+            top3.fate_of(&t(Some(7), Some(5)), true),
+            EvidenceFate::Shown
+        );
+        assert_eq!(top3.fate_of(&t(None, None), false), EvidenceFate::NotRanked);
     }
 }

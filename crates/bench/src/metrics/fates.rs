@@ -8,7 +8,8 @@
 //! `--trace`, a substrate that ranks items also says why a turn missed being
 //! shown whole ([`submem_core::EvidenceFate`]): never ranked, ranked too low
 //! for even the whole allowance, crowded out by what it shows besides ranked
-//! text (records, a timeline), or fitting the room yet not shown whole.
+//! text (records, a timeline), fitting the room yet not shown whole, or (a
+//! top-k read) ranked below the k it shows.
 
 use serde::{Deserialize, Serialize};
 use submem_core::{EvidenceFate, ReadTrace, Recall, Resolution};
@@ -43,6 +44,9 @@ pub struct EvidenceFates {
     /// Traced, fitting the room, yet not shown whole.
     #[serde(default)]
     pub fit_not_whole: u32,
+    /// Traced and ranked below the `k` a top-k read shows.
+    #[serde(default)]
+    pub beyond_top_k: u32,
 }
 
 impl EvidenceFates {
@@ -63,6 +67,7 @@ impl EvidenceFates {
         self.ranked_too_low += other.ranked_too_low;
         self.crowded_out += other.crowded_out;
         self.fit_not_whole += other.fit_not_whole;
+        self.beyond_top_k += other.beyond_top_k;
     }
 }
 
@@ -97,12 +102,13 @@ pub fn evidence_fates<'a>(
             continue;
         };
         f.traced += 1;
-        match e.fate(coverage == Coverage::Whole, t.room, t.allowance) {
+        match t.fate_of(e, coverage == Coverage::Whole) {
             EvidenceFate::Shown => {}
             EvidenceFate::NotRanked => f.not_ranked += 1,
             EvidenceFate::RankedTooLow => f.ranked_too_low += 1,
             EvidenceFate::CrowdedOut => f.crowded_out += 1,
             EvidenceFate::FitNotWhole => f.fit_not_whole += 1,
+            EvidenceFate::BeyondTopK => f.beyond_top_k += 1,
         }
     }
     f
@@ -154,6 +160,7 @@ mod tests {
             (4, 1, 0, 1, 2, 0)
         );
         let trace = ReadTrace {
+            top_k: None,
             room: 100,
             allowance: 200,
             events: vec![

@@ -4,10 +4,7 @@
 
 use std::collections::HashSet;
 
-/// Length of the verbatim run (in white-space words) that counts a gold turn
-/// as "shown in part". Words rather than o200k tokens, so the measure does not
-/// depend on a tokenizer; 8 words are ≈ 10 o200k tokens of English.
-pub const PARTIAL_RUN_WORDS: usize = 8;
+pub use submem_core::evidence::{coverage_of, normalize_ws, Coverage, PARTIAL_RUN_WORDS};
 
 /// P6: share of gold evidence ids among the recall's sources; `None` when
 /// there is no gold evidence (such items are excluded, as in the paper).
@@ -19,44 +16,6 @@ pub fn recall_at_k<'a>(gold: &[String], shown: impl IntoIterator<Item = &'a str>
     let shown: HashSet<&str> = shown.into_iter().collect();
     let hit = gold.iter().filter(|g| shown.contains(*g)).count();
     Some(hit as f64 / gold.len() as f64)
-}
-
-/// Collapses every run of white space to one space and trims.
-pub fn normalize_ws(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// How one gold turn appears in a rendered memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coverage {
-    /// Its whole text (white space normalised) appears verbatim.
-    Whole,
-    /// Some run of [`PARTIAL_RUN_WORDS`] consecutive words appears verbatim.
-    Part,
-    /// Neither.
-    Absent,
-}
-
-/// Classifies how `turn_text` appears in `memory_normalized` (which must
-/// already be [`normalize_ws`]-normalised). A turn shorter than the run length
-/// counts as `Part` only if it is whole.
-pub fn coverage_of(turn_text: &str, memory_normalized: &str) -> Coverage {
-    let turn = normalize_ws(turn_text);
-    if turn.is_empty() {
-        return Coverage::Absent;
-    }
-    if memory_normalized.contains(&turn) {
-        return Coverage::Whole;
-    }
-    let words: Vec<&str> = turn.split(' ').collect();
-    if words.len() >= PARTIAL_RUN_WORDS
-        && words
-            .windows(PARTIAL_RUN_WORDS)
-            .any(|w| memory_normalized.contains(&w.join(" ")))
-    {
-        return Coverage::Part;
-    }
-    Coverage::Absent
 }
 
 /// Counts of gold turns by coverage for one item.

@@ -11,13 +11,19 @@
 //! again and keeps the recall exact.
 
 use serde::{Deserialize, Serialize};
-use submem_core::{Query, Recall, TokenCounter};
+use std::collections::HashMap;
+use submem_core::{EvidenceTrace, Query, ReadTrace, Recall, TokenCounter};
 use submem_kit::pack::fill_to_allowance;
 use submem_kit::{render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, RankedUnit};
 
 /// Default number of ranked units a fill read considers: LoCoMo turns average
 /// about 30 tokens, so 2,048 candidates can fill a 32k budget.
 pub const DEFAULT_FILL_CANDIDATES: usize = 2_048;
+
+/// Ranked units a trace of M1 or M2 looks through when the read itself ranks
+/// fewer (a top-k read ranks k): deep enough to say how far below k an
+/// event ranked.
+pub(crate) const TRACE_DEPTH: usize = 1_000;
 
 /// How many ranked units a read takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +89,44 @@ impl ReadDepth {
         match self {
             ReadDepth::TopK => top_k,
             ReadDepth::Fill { max_candidates } => (*max_candidates).max(top_k),
+        }
+    }
+
+    /// What a read of `query` at this depth does with the events `ids`,
+    /// given `ranked`, the ranking it packs (best first, each unit with its
+    /// cached token count), as deep as the read ranks or deeper: each id's
+    /// rank and the ranked tokens (with separators) up to and including it.
+    /// Flat reads show nothing besides ranked units, so the room is the
+    /// whole allowance; a top-k read also says its `k`.
+    pub(crate) fn trace(
+        &self,
+        ranked: &[(RankedUnit, u32)],
+        query: &Query,
+        separator_tokens: usize,
+        ids: &[String],
+    ) -> ReadTrace {
+        let mut first: HashMap<&str, (usize, usize)> = HashMap::new();
+        let mut used = 0usize;
+        for (rank, (unit, tokens)) in ranked.iter().enumerate() {
+            used += *tokens as usize + if rank > 0 { separator_tokens } else { 0 };
+            first.entry(unit.source_id.as_str()).or_insert((rank, used));
+        }
+        let allowance = query.allowance();
+        ReadTrace {
+            room: allowance,
+            allowance,
+            top_k: (!self.is_fill()).then_some(query.top_k),
+            events: ids
+                .iter()
+                .map(|id| {
+                    let found = first.get(id.as_str());
+                    EvidenceTrace {
+                        source_id: id.clone(),
+                        rank: found.map(|f| f.0),
+                        room_needed: found.map(|f| f.1),
+                    }
+                })
+                .collect(),
         }
     }
 

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, Recall,
-    Result, Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, MethodId, Namespace, Query, ReadTrace,
+    Recall, Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::persist::{begin_persist, check_manifest, write_manifest};
 use submem_kit::RankedUnit;
@@ -314,6 +314,28 @@ impl Substrate for HybridMemory {
 
     async fn manage(&self) -> Result<ManageReport> {
         self.halves()?.dense.manage().await
+    }
+
+    /// The fused ranking the read packs, as deep as the read fuses (a deeper
+    /// fusion would rank differently, so an event below that depth is "never
+    /// ranked"): [`crate::fill::ReadDepth::trace`].
+    async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
+        query.validate()?;
+        let fused = if self.halves()?.dense.live(&query.namespace)? == 0 {
+            Vec::new()
+        } else {
+            let vector = crate::dense::embed_query(&self.services, query, METHOD).await?;
+            self.fused(query, &vector)?
+        };
+        let separator = self
+            .services
+            .tokens
+            .count(submem_kit::render::UNIT_SEPARATOR);
+        Ok(Some(
+            self.config
+                .depth()
+                .trace(&fused, query, separator, source_ids),
+        ))
     }
 
     fn footprint(&self) -> Footprint {

@@ -40,8 +40,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, Recall, Result,
-    Services, Substrate, SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, ManageReport, Namespace, Query, ReadTrace, Recall,
+    Result, Services, Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::check_new_sources;
 use submem_kit::embed::{check_vectors, embed_checked, EmbedError};
@@ -321,6 +321,25 @@ impl Substrate for DenseMemory {
         }
         let vector = embed_query(&self.services, query, METHOD).await?;
         self.read_with_vector(query, &vector)
+    }
+
+    /// The read's ranking, [`crate::fill::TRACE_DEPTH`] deep or as deep as
+    /// a fill read ranks ([`crate::fill::ReadDepth::trace`]).
+    async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
+        query.validate()?;
+        let depth = self.config.depth();
+        let ranked = if self.live(&query.namespace)? == 0 {
+            Vec::new()
+        } else {
+            let vector = embed_query(&self.services, query, METHOD).await?;
+            let n = depth.candidates(query.top_k).max(crate::fill::TRACE_DEPTH);
+            self.rank_with_vector(&query.namespace, &vector, n)?
+        };
+        let separator = self
+            .services
+            .tokens
+            .count(submem_kit::render::UNIT_SEPARATOR);
+        Ok(Some(depth.trace(&ranked, query, separator, source_ids)))
     }
 
     #[tracing::instrument(name = "m1.manage", skip_all)]

@@ -53,8 +53,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use submem_core::{
-    Error, Event, Family, Footprint, Forget, Namespace, Query, Recall, Result, Services, Substrate,
-    SubstrateInfo, WriteReport,
+    Error, Event, Family, Footprint, Forget, Namespace, Query, ReadTrace, Recall, Result, Services,
+    Substrate, SubstrateInfo, WriteReport,
 };
 use submem_kit::batch::{check_new_sources, stored_ids};
 use submem_kit::RankedUnit;
@@ -305,6 +305,20 @@ impl Substrate for SparseMemory {
             depth.candidates(query.top_k),
         )?;
         Ok(depth.show(ranked, query, &*self.services.tokens))
+    }
+
+    /// The read's ranking, [`crate::fill::TRACE_DEPTH`] deep or as deep as
+    /// a fill read ranks ([`crate::fill::ReadDepth::trace`]).
+    async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
+        query.validate()?;
+        let depth = self.config.depth();
+        let n = depth.candidates(query.top_k).max(crate::fill::TRACE_DEPTH);
+        let ranked = self.rank(&query.namespace, &query.retrieval_text(), n)?;
+        let separator = self
+            .services
+            .tokens
+            .count(submem_kit::render::UNIT_SEPARATOR);
+        Ok(Some(depth.trace(&ranked, query, separator, source_ids)))
     }
 
     fn footprint(&self) -> Footprint {

@@ -316,6 +316,7 @@ impl Renderer<'_, '_> {
             room,
             allowance: room_all,
             events,
+            top_k: None,
         }
     }
 
