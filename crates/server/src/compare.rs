@@ -8,16 +8,22 @@
 //! bounded cache ([`CompareCache`], held in the server's state), so asking
 //! again at another budget does not rebuild them; any write or forget moves
 //! the log's end and so invalidates them.
+//!
+//! Each column also says, for every gold id, how it was shown and why
+//! (`evidence`, from the substrate's ranking trace where it keeps one), and
+//! for every source it shows how many columns show it too (`shown_by`), with
+//! the sources and whole-turn tokens no other column showed (`only_here`).
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use crate::auth::Caller;
 pub use crate::compare_cache::{CompareCache, CACHE_ENTRIES};
 use crate::service::{self, AppState, ReadRequest};
 use crate::{Result, ServerError};
-use submem_core::Substrate;
+use submem_core::{Resolution, SourceHit, Substrate};
 
 /// Most substrates one comparison renders.
 pub const MAX_SUBSTRATES: usize = 4;
@@ -41,7 +47,7 @@ pub struct CompareRequest {
 }
 
 /// Renders the namespace `name` with each requested substrate; one JSON
-/// object per substrate with its recall, latency and gold coverage.
+/// object per substrate with its recall, latency, gold fates and diff.
 pub async fn compare(
     state: &AppState,
     caller: &Caller,
@@ -86,8 +92,8 @@ pub async fn compare(
     let h = service::open(state, caller, name).await?;
     let query = service::query_of(&h, &read)?;
     let (log_end, _, _) = h.offsets();
-    let mut events = None;
-    let mut out = Vec::new();
+    let events = h.live_events().await?;
+    let mut columns = Vec::new();
     for spec in specs {
         let label = format!("{spec:?}");
         let key = (name.to_string(), label, log_end);
@@ -96,12 +102,8 @@ pub async fn compare(
             None => {
                 let start = Instant::now();
                 let s = state.store.build_detached(&spec)?;
-                if events.is_none() {
-                    events = Some(h.live_events().await?);
-                }
-                let all = events.as_deref().unwrap_or_default();
                 let batch = state.store.config.limits.max_batch.max(1);
-                for chunk in all.chunks(batch) {
+                for chunk in events.chunks(batch) {
                     s.write(&h.ns, chunk)
                         .await
                         .map_err(|e| ServerError::Internal(format!("{}: {e}", spec.name)))?;
@@ -116,27 +118,78 @@ pub async fn compare(
             .await
             .map_err(|e| ServerError::Internal(format!("{}: {e}", spec.name)))?;
         let latency_ms = start.elapsed().as_secs_f64() * 1e3;
+        let trace = if req.gold.is_empty() {
+            None
+        } else {
+            substrate
+                .trace(&query, &req.gold)
+                .await
+                .map_err(|e| ServerError::Internal(format!("{}: {e}", spec.name)))?
+        };
+        columns.push((spec, recall, trace, latency_ms, built_ms));
+    }
+    let texts = service::texts_of(&events, &req.gold);
+    let rendered: HashMap<&str, String> =
+        events.iter().map(|e| (e.source_id(), e.render())).collect();
+    // How many columns show each source: the diff the page marks.
+    let mut shown_by: HashMap<&str, usize> = HashMap::new();
+    for (_, recall, ..) in &columns {
+        let ids: HashSet<&str> = recall.source_ids().collect();
+        for id in ids {
+            *shown_by.entry(id).or_default() += 1;
+        }
+    }
+    let tokens = state.store.tokens();
+    let mut out = Vec::new();
+    for (spec, recall, trace, latency_ms, built_ms) in &columns {
         let gold: Vec<Value> = req
             .gold
             .iter()
             .map(|g| {
                 let hit = recall.sources.iter().find(|s| &s.source_id == g);
                 json!({"source_id": g, "shown": hit.is_some(),
-                    "whole": hit.is_some_and(|s| s.resolution == submem_core::Resolution::Raw),
+                    "whole": hit.is_some_and(|s| s.resolution == Resolution::Raw),
                     "resolution": hit.map(|s| s.resolution)})
             })
             .collect();
+        let evidence = service::explain_all(&req.gold, &texts, recall, trace.as_ref());
+        let by: Vec<usize> = recall
+            .sources
+            .iter()
+            .map(|s| shown_by.get(s.source_id.as_str()).copied().unwrap_or(0))
+            .collect();
+        // Whole turns only this substrate showed, counted as rendered; an
+        // excerpt or a record shows an unknown share of its turn.
+        let only: Vec<&SourceHit> = recall
+            .sources
+            .iter()
+            .zip(&by)
+            .filter(|(_, n)| **n == 1)
+            .map(|(s, _)| s)
+            .collect();
+        let only_tokens: usize = only
+            .iter()
+            .filter(|s| s.resolution == Resolution::Raw)
+            .filter_map(|s| rendered.get(s.source_id.as_str()))
+            .map(|t| tokens.count(t))
+            .sum();
         out.push(json!({
-            "substrate": v_name(&spec),
+            "substrate": v_name(spec),
             "text": recall.text,
             "tokens": recall.tokens,
             "sources": recall.sources,
+            "shown_by": by,
+            "only_here": {"sources": only.len(), "raw_tokens": only_tokens},
             "latency_ms": latency_ms,
             "build_ms": built_ms,
             "gold": gold,
+            "evidence": evidence,
         }));
     }
-    Ok(json!({"namespace": name, "budget": req.budget, "results": out}))
+    Ok(
+        json!({"namespace": name, "question": req.question, "budget": req.budget,
+        "substrates": out.len(), "results": out}),
+    )
 }
 
 fn v_name(spec: &submem::registry::SubstrateSpec) -> String {

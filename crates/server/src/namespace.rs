@@ -137,6 +137,12 @@ pub struct NamespaceHandle {
     opened: Instant,
     /// How long the cold open took (restore and replay).
     pub open_time: Duration,
+    /// The live history as of a log end, kept after the first request that
+    /// needs it (the events listing, traces, comparisons) so that paging
+    /// through it or tracing does not replay the log each time; a write or
+    /// forget moves the end and the next request replays again. Namespaces
+    /// nobody inspects never hold it.
+    history: std::sync::Mutex<Option<(u64, Arc<Vec<Event>>)>>,
 }
 
 /// Everything the applier task owns.
@@ -243,6 +249,7 @@ impl NamespaceHandle {
             last_used_ms: AtomicU64::new(0),
             opened: started,
             open_time,
+            history: std::sync::Mutex::new(None),
         }))
     }
 
@@ -477,9 +484,18 @@ impl NamespaceHandle {
 
     /// The live history from the log: every event written and not
     /// forgotten, oldest first (what a fresh substrate would be given).
-    pub async fn live_events(&self) -> Result<Vec<Event>> {
+    pub async fn live_events(&self) -> Result<Arc<Vec<Event>>> {
+        let end = self.log.end();
+        if let Some((at, events)) = &*self.history.lock().unwrap_or_else(|e| e.into_inner()) {
+            if *at == end {
+                return Ok(events.clone());
+            }
+        }
+        // Read before the replay: a write landing meanwhile makes the kept
+        // history newer than its key, never older, and the next request
+        // (seeing a later end) replays again.
         let records = self.log.replay(0).await?;
-        Ok(
+        let events: Arc<Vec<Event>> = Arc::new(
             crate::log::live_history(records.into_iter().map(|(_, r)| r))
                 .into_iter()
                 .flat_map(|r| match r {
@@ -487,7 +503,9 @@ impl NamespaceHandle {
                     LogRecord::Forget { .. } => Vec::new(),
                 })
                 .collect(),
-        )
+        );
+        *self.history.lock().unwrap_or_else(|e| e.into_inner()) = Some((end, events.clone()));
+        Ok(events)
     }
 
     /// Events stored (written and not forgotten).

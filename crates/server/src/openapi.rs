@@ -88,7 +88,10 @@ fn components() -> Value {
                 "sources": {"type": "array", "items": {"type": "object", "properties": {
                     "source_id": {"type": "string"}, "score": {"type": "number"},
                     "resolution": {"enum": ["record", "excerpt", "raw"]}}}},
-                "trace": {"type": "object"}, "latency_ms": {"type": "number"}}},
+                "trace": {"type": "object", "description": "the substrate's ranking trace (room, allowance, rank and room needed per id)"},
+                "evidence": {"type": "array", "items": evidence_report(),
+                    "description": "per traced id, in the order asked: how it was shown and why"},
+                "latency_ms": {"type": "number"}}},
             "ForgetRequest": {"type": "object", "required": ["source_ids"], "properties": {
                 "source_ids": {"type": "array", "items": {"type": "string"}}}},
             "Job": {"type": "object", "properties": {
@@ -100,12 +103,29 @@ fn components() -> Value {
     })
 }
 
+/// One traced id's fate ([`submem_core::EvidenceReport`]).
+fn evidence_report() -> Value {
+    json!({"type": "object", "required": ["source_id", "stored", "shown", "why"], "properties": {
+        "source_id": {"type": "string"},
+        "stored": {"type": "boolean", "description": "whether the history holds the event"},
+        "shown": {"enum": ["whole", "part", "record", "absent"]},
+        "listed": {"type": "object", "properties": {"position": {"type": "integer"},
+            "score": {"type": "number"}, "resolution": {"enum": ["record", "excerpt", "raw"]}}},
+        "ranked": {"type": "object", "properties": {"source_id": {"type": "string"},
+            "rank": {"type": ["integer", "null"]}, "room_needed": {"type": ["integer", "null"]}}},
+        "fate": {"enum": ["shown", "not_ranked", "ranked_too_low", "crowded_out", "fit_not_whole"]},
+        "room": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
+            "description": "[room the ranked items had, the most they could have had]"},
+        "why": {"type": "string"}}})
+}
+
 /// The body of `POST /v1/namespaces/{ns}/compare`.
 fn compare_request() -> Value {
     json!({"type": "object", "required": ["substrates", "question", "budget"], "properties": {
         "substrates": {"type": "array", "minItems": 1, "maxItems": 4,
             "items": {"oneOf": [{"type": "string"}, {"type": "object"}]}},
-        "question": {"type": "string"}, "budget": {"type": "integer", "minimum": 256},
+        "question": {"type": "string"}, "budget": {"type": "integer",
+            "minimum": submem_core::query::MIN_BUDGET, "maximum": submem_core::query::MAX_BUDGET},
         "gold": {"type": "array", "items": {"type": "string"}}, "k": {"type": "integer", "minimum": 1}}})
 }
 
@@ -116,9 +136,14 @@ fn compare_response() -> Value {
     let result = json!({"type": "object", "properties": {
         "substrate": {"type": "string"}, "text": {"type": "string"}, "tokens": {"type": "integer"},
         "sources": {"type": "array"}, "latency_ms": {"type": "number"}, "build_ms": {"type": "number"},
-        "gold": gold}});
+        "shown_by": {"type": "array", "items": {"type": "integer"},
+            "description": "per source, how many of the compared substrates show it"},
+        "only_here": {"type": "object", "properties": {"sources": {"type": "integer"},
+            "raw_tokens": {"type": "integer", "description": "tokens of the whole turns no other substrate showed"}}},
+        "gold": gold, "evidence": {"type": "array", "items": evidence_report()}}});
     json!({"type": "object", "properties": {"namespace": {"type": "string"},
-        "budget": {"type": "integer"}, "results": {"type": "array", "items": result}}})
+        "question": {"type": "string"}, "budget": {"type": "integer"},
+        "substrates": {"type": "integer"}, "results": {"type": "array", "items": result}}})
 }
 
 /// The document.

@@ -15,7 +15,10 @@ use serde_json::Value;
 use std::time::Instant;
 
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
-use submem_core::{Event, ManageReport, Query, ReadTrace, SourceHit, WriteReport};
+use submem_core::{
+    explain_evidence, Event, EvidenceReport, ManageReport, Query, ReadTrace, Recall, SourceHit,
+    WriteReport,
+};
 
 use crate::auth::{Caller, KeyTable};
 use crate::compare_cache::CompareCache;
@@ -116,9 +119,16 @@ pub struct ReadResponse {
     pub tokens: usize,
     /// The events shown, most relevant first.
     pub sources: Vec<SourceHit>,
-    /// The trace, when asked for and the substrate keeps one (FlexA-Mem).
+    /// The trace, when asked for and the substrate keeps one (the substrates
+    /// that rank: M1, M2, the hybrids, FlexA-Mem, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<ReadTrace>,
+    /// For each traced source id, in the order asked: how the read showed it
+    /// (whole, in part, through a record, not at all), its place among the
+    /// sources, its rank and the room it needed, and why, in one sentence
+    /// ([`submem_core::evidence`], the vocabulary of `submem bench --trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Vec<EvidenceReport>>,
     /// Time the substrate took, milliseconds.
     pub latency_ms: f64,
 }
@@ -381,17 +391,56 @@ pub async fn read(
     let start = Instant::now();
     let recall = h.read(&query).await?;
     let latency_ms = start.elapsed().as_secs_f64() * 1e3;
-    let trace = match &req.trace {
-        Some(ids) if !ids.is_empty() => h.trace(&query, ids).await?,
-        _ => None,
+    let (trace, evidence) = match &req.trace {
+        Some(ids) if !ids.is_empty() => {
+            let trace = h.trace(&query, ids).await?;
+            let texts = texts_of(&h.live_events().await?, ids);
+            let evidence = explain_all(ids, &texts, &recall, trace.as_ref());
+            (trace, Some(evidence))
+        }
+        _ => (None, None),
     };
     Ok(ReadResponse {
         text: recall.text,
         tokens: recall.tokens,
         sources: recall.sources,
         trace,
+        evidence,
         latency_ms,
     })
+}
+
+/// The text each of `ids` was written with, for those `events` holds: a
+/// turn's words (without its speaker, as the gold evidence of a dataset is
+/// matched), a step's action and observation.
+pub(crate) fn texts_of(
+    events: &[Event],
+    ids: &[String],
+) -> std::collections::HashMap<String, String> {
+    let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+    events
+        .iter()
+        .filter(|e| wanted.contains(e.source_id()))
+        .map(|e| {
+            let text = match e {
+                Event::Turn(t) => t.text.clone(),
+                Event::Step(_) => e.content(),
+            };
+            (e.source_id().to_string(), text)
+        })
+        .collect()
+}
+
+/// [`explain_evidence`] for each of `ids`.
+pub(crate) fn explain_all(
+    ids: &[String],
+    texts: &std::collections::HashMap<String, String>,
+    recall: &Recall,
+    trace: Option<&ReadTrace>,
+) -> Vec<EvidenceReport> {
+    ids.iter()
+        .map(|id| explain_evidence(id, texts.get(id).map(String::as_str), recall, trace))
+        .collect()
 }
 
 /// Most events one `GET /v1/namespaces/{ns}/events` answers.
@@ -429,12 +478,13 @@ pub async fn events(
     let matching: Vec<Event> = h
         .live_events()
         .await?
-        .into_iter()
+        .iter()
         .filter(|e| {
             needle.is_empty()
                 || source_id_matches(&e.source_id().to_lowercase(), &needle)
                 || e.content().to_lowercase().contains(&needle)
         })
+        .cloned()
         .collect();
     let total = matching.len();
     let page = matching.into_iter().skip(offset).take(limit).collect();

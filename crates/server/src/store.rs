@@ -520,4 +520,9 @@ impl Store {
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
+
+    /// The budget token counter substrates are built with.
+    pub fn tokens(&self) -> &std::sync::Arc<dyn submem_core::TokenCounter> {
+        &self.services.tokens
+    }
 }

@@ -24,6 +24,9 @@ pub const INDEX_HTML: &str = include_str!("../assets/ui/index.html");
 pub const APP_JS: &str = include_str!("../assets/ui/app.js");
 /// The agentic episode viewer (an ES module of its own).
 pub const EPISODES_JS: &str = include_str!("../assets/ui/episodes.js");
+/// Evidence fates, block ordering and side-by-side diffs (an ES module the
+/// page's script imports; it imports nothing).
+pub const EVIDENCE_JS: &str = include_str!("../assets/ui/evidence.js");
 /// The page's style sheet.
 pub const STYLE_CSS: &str = include_str!("../assets/ui/style.css");
 
@@ -33,6 +36,7 @@ pub const PATHS: &[&str] = &[
     "/ui/",
     "/ui/app.js",
     "/ui/episodes.js",
+    "/ui/evidence.js",
     "/ui/style.css",
 ];
 
@@ -64,6 +68,10 @@ async fn episodes_js() -> Response {
     asset("text/javascript; charset=utf-8", EPISODES_JS)
 }
 
+async fn evidence_js() -> Response {
+    asset("text/javascript; charset=utf-8", EVIDENCE_JS)
+}
+
 async fn style_css() -> Response {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
@@ -75,5 +83,6 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/ui/", get(index))
         .route("/ui/app.js", get(app_js))
         .route("/ui/episodes.js", get(episodes_js))
+        .route("/ui/evidence.js", get(evidence_js))
         .route("/ui/style.css", get(style_css))
 }

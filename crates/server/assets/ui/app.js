@@ -2,7 +2,10 @@
 // The bearer key lives only in sessionStorage (this tab) and is sent as
 // `Authorization: Bearer`; nothing else is stored.
 
+import { alignedTable, arrangeBlocks, evidenceItems, jumpToBlock, shareOf } from "/ui/evidence.js";
+
 const $ = (id) => document.getElementById(id);
+const idList = (id) => $(id).value.split(",").map((x) => x.trim()).filter(Boolean);
 const KEY = "submem.key";
 let current = null;
 
@@ -285,7 +288,10 @@ async function read(ev) {
     const cached = contentCache.ns === ns ? contentCache.map : null;
     const fresh = cached ? null : contentsOf(ns);
     const t0 = performance.now();
-    const { data } = await api("POST", nsPath(ns, "/read"), { question: $("question").value, budget });
+    const body = { question: $("question").value, budget };
+    const traced = idList("trace-ids");
+    if (traced.length) body.trace = traced;
+    const { data } = await api("POST", nsPath(ns, "/read"), body);
     const answered = performance.now();
     let contents = cached;
     if (!contents || data.sources.some((h) => !contents.has(h.source_id))) {
@@ -329,12 +335,24 @@ function show(data, budget, wall, contents) {
     const pre = document.createElement("pre");
     pre.textContent = b.lines.join("\n");
     li.append(meta, pre);
-    if (b.hit) li.dataset.source = b.hit.source_id;
+    if (b.hit) {
+      li.dataset.source = b.hit.source_id;
+      li.dataset.score = String(b.hit.score);
+    }
     return li;
   });
+  items.forEach((li, i) => { li.dataset.order = String(i); });
   ol.replaceChildren(...items);
   ol.dataset.blocks = String(items.length);
+  arrangeShown();
+  $("evidence").replaceChildren(...evidenceItems(data.evidence || [], (id) => jumpToBlock(ol, id)));
   status(`rendered ${data.tokens} tokens`);
+}
+
+// The playground's blocks in the chosen order, filtered by the search.
+function arrangeShown() {
+  const n = arrangeBlocks($("blocks"), $("blocks-order").value, $("blocks-q").value);
+  $("blocks-count").value = `${n} of ${$("blocks").children.length} block(s)`;
 }
 
 async function forget(ev) {
@@ -404,12 +422,18 @@ async function create(ev) {
 async function compare(ev) {
   ev.preventDefault();
   const grid = $("cmp-grid");
+  const box = $("cmp-aligned-box");
+  // An earlier comparison's columns never stay up beside a later failure.
+  grid.replaceChildren();
+  box.replaceChildren();
+  box.hidden = true;
+  $("cmp-caption").textContent = "";
+  $("cmp-error").textContent = "";
   try {
     const ns = need();
-    const list = (id) => $(id).value.split(",").map((x) => x.trim()).filter(Boolean);
-    const gold = list("cmp-gold");
+    const gold = idList("cmp-gold");
     const body = {
-      substrates: list("cmp-substrates"),
+      substrates: idList("cmp-substrates"),
       question: $("cmp-question").value,
       budget: Number($("cmp-budget").value),
       gold,
@@ -419,7 +443,10 @@ async function compare(ev) {
     const contents = await contentsOf(ns);
     const goldText = gold.map((g) => contents.get(g)).filter(Boolean);
     const isGold = (line) => gold.some((g) => line.includes(g)) || goldText.some((c) => line.includes(c));
-    grid.replaceChildren(...data.results.map((r) => {
+    const total = data.results.length;
+    const blocks = data.results.map((r) => blocksOf(r.text, r.sources, contents));
+    $("cmp-caption").textContent = `“${data.question ?? body.question}” at ${data.budget} tokens in ${ns}`;
+    grid.replaceChildren(...data.results.map((r, i) => {
       const col = document.createElement("div");
       col.className = "cmp-col";
       col.dataset.substrate = r.substrate;
@@ -429,26 +456,50 @@ async function compare(ev) {
       facts.className = "meta";
       facts.textContent = `${r.tokens} / ${data.budget} tokens · ${r.sources.length} source(s) · read ${r.latency_ms.toFixed(1)} ms` +
         (r.build_ms ? ` · built in ${r.build_ms.toFixed(0)} ms` : " · cached");
+      const only = document.createElement("p");
+      only.className = "meta only-here";
+      if (r.only_here && total > 1) {
+        only.textContent = `only here: ${r.only_here.sources} source(s), ${r.only_here.raw_tokens} tokens of whole turns`;
+        only.dataset.sources = String(r.only_here.sources);
+      }
       const ul = document.createElement("ul");
       ul.className = "gold-list";
+      const fates = new Map((r.evidence || []).map((e) => [e.source_id, e]));
       for (const g of r.gold) {
         const li = document.createElement("li");
-        li.textContent = `${g.source_id}: ${g.shown ? (g.whole ? "shown whole" : "shown as " + g.resolution) : "not shown"}`;
+        const e = fates.get(g.source_id);
+        li.textContent = e ? `${g.source_id}: ${e.why}` :
+          `${g.source_id}: ${g.shown ? (g.whole ? "shown whole" : "shown as " + g.resolution) : "not shown"}`;
         li.dataset.shown = String(g.shown);
+        if (e && e.fate) li.dataset.fate = e.fate;
         ul.appendChild(li);
       }
+      const by = new Map(r.sources.map((s, j) => [s.source_id, (r.shown_by || [])[j] ?? 0]));
       const text = document.createElement("div");
-      for (const line of r.text.split("\n")) {
-        const d = document.createElement("div");
-        d.className = isGold(line) ? "line gold" : "line";
-        d.textContent = line;
-        text.appendChild(d);
+      for (const b of blocks[i]) {
+        for (const line of b.lines) {
+          const d = document.createElement("div");
+          d.className = isGold(line) ? "line gold" : "line";
+          if (b.id && by.has(b.id) && total > 1) {
+            const share = shareOf(by.get(b.id), total);
+            d.classList.add("share-" + share);
+            d.dataset.share = share;
+            d.dataset.source = b.id;
+          }
+          d.textContent = line;
+          text.appendChild(d);
+        }
       }
-      col.append(h, facts, ul, text);
+      col.append(h, facts, only, ul, text);
       return col;
     }));
-    status(`compared ${data.results.length} substrate(s)`);
+    if ($("cmp-align").checked) {
+      box.replaceChildren(alignedTable(data.results, blocks));
+      box.hidden = false;
+    }
+    status(`compared ${total} substrate(s)`);
   } catch (e) {
+    $("cmp-error").textContent = e.message;
     status(e.message, true);
   }
 }
@@ -476,6 +527,17 @@ function init() {
   $("delete").addEventListener("click", remove);
   $("read-form").addEventListener("submit", read);
   $("cmp-form").addEventListener("submit", compare);
+  $("blocks-order").addEventListener("change", arrangeShown);
+  $("blocks-q").addEventListener("input", arrangeShown);
+  $("blocks-q").addEventListener("keydown", (ev) => {
+    if (ev.key !== "Enter") return;
+    ev.preventDefault();
+    const id = $("blocks-q").value.trim();
+    if (!jumpToBlock($("blocks"), id)) {
+      const first = [...$("blocks").children].find((li) => !li.hidden);
+      if (first) first.scrollIntoView({ block: "nearest" });
+    }
+  });
   $("tl-form").addEventListener("submit", (ev) => { ev.preventDefault(); tlOffset = 0; timeline(); });
   $("tl-prev").addEventListener("click", () => { tlOffset = Math.max(0, tlOffset - PAGE); timeline(); });
   $("tl-next").addEventListener("click", () => {

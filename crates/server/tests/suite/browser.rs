@@ -344,7 +344,94 @@ async fn inspector_in_headless_chromium() {
         "a larger budget shows more: {seen:?}"
     );
 
+    // Ask why: the fact, a filler turn and an id the history lacks.
+    d.js(
+        "const b = document.getElementById('budget'); b.value = '256'; \
+         b.dispatchEvent(new Event('input')); return true",
+    )
+    .await;
+    d.type_into("#trace-ids", "D1:0, D1:5, D9:9").await;
+    d.click("#read-form button[type=submit]").await;
+    d.wait(
+        "the evidence",
+        "return document.querySelectorAll('#evidence li').length === 3",
+    )
+    .await;
+    let fates = d
+        .js(
+            "return [...document.querySelectorAll('#evidence li')].map(l => \
+             [l.dataset.source, l.dataset.shown, l.dataset.fate || '', l.textContent])",
+        )
+        .await;
+    eprintln!("evidence: {fates}");
+    assert_eq!(fates[0][1], "whole", "{fates}");
+    // Filler turns share long runs of words, so another filler shown can
+    // count as this one "in part"; never whole at this budget.
+    assert_ne!(fates[1][1], "whole", "{fates}");
+    assert_ne!(fates[1][2], "", "a ranking substrate says why: {fates}");
+    assert!(
+        fates[2][3].as_str().unwrap().contains("not in the history"),
+        "{fates}"
+    );
+    // The fact's id jumps to its block.
+    d.click("#evidence li[data-source='D1:0'] button").await;
+    let target = d
+        .js("return document.querySelector('#blocks li.target')?.dataset.source || ''")
+        .await;
+    assert_eq!(target, json!("D1:0"));
+    // Blocks by score: the best first; a search keeps the matching ones.
+    d.js(
+        "const o = document.getElementById('blocks-order'); o.value = 'score'; \
+          o.dispatchEvent(new Event('change')); return true",
+    )
+    .await;
+    let scores = d
+        .js(
+            "return [...document.querySelectorAll('#blocks li')].filter(l => l.dataset.score) \
+             .map(l => Number(l.dataset.score))",
+        )
+        .await;
+    let scores: Vec<f64> = serde_json::from_value(scores).unwrap();
+    assert!(
+        scores.windows(2).all(|w| w[0] >= w[1]) && !scores.is_empty(),
+        "score order: {scores:?}"
+    );
+    d.type_into("#blocks-q", "Ingrid").await;
+    let visible = d
+        .js(
+            "return [...document.querySelectorAll('#blocks li')].filter(l => !l.hidden) \
+             .map(l => l.dataset.source || '')",
+        )
+        .await;
+    assert_eq!(
+        visible,
+        json!(["D1:0"]),
+        "the search keeps the fact's block"
+    );
+    d.js(
+        "const q = document.getElementById('blocks-q'); q.value = ''; \
+          q.dispatchEvent(new Event('input')); return true",
+    )
+    .await;
+
+    // A comparison that fails clears the last one's columns and says why
+    // beside the form.
+    d.type_into("#cmp-substrates", "nosuch").await;
+    d.type_into("#cmp-question", "who is my violin teacher")
+        .await;
+    d.click("#cmp-form button[type=submit]").await;
+    let error = d
+        .wait(
+            "the comparison's error",
+            "return document.getElementById('cmp-error').textContent",
+        )
+        .await;
+    assert!(error.as_str().unwrap().contains("nosuch"), "{error}");
+
     // Compare two substrates, with a gold id.
+    d.js("for (const id of ['cmp-substrates', 'cmp-question']) document.getElementById(id).value = ''; \
+          document.getElementById('cmp-align').checked = true; return true")
+        .await;
     d.type_into("#cmp-substrates", "m2, m1-fill").await;
     d.type_into("#cmp-question", "who is my violin teacher")
         .await;
@@ -367,6 +454,38 @@ async fn inspector_in_headless_chromium() {
         json!(["true", "true"]),
         "the gold turn is shown by both"
     );
+    assert_eq!(
+        d.js("return document.getElementById('cmp-error').textContent")
+            .await,
+        json!(""),
+        "a later success clears the error"
+    );
+    // The diff: the fact's lines are shown by all; each column sums what
+    // only it showed; aligned by source id, the fact is one row.
+    let shares = d
+        .js(
+            "return [...document.querySelectorAll('.cmp-col')].map(c => \
+             [...c.querySelectorAll('.line[data-source=\"D1:0\"]')].map(l => l.dataset.share))",
+        )
+        .await;
+    assert_eq!(shares, json!([["all"], ["all"]]), "{shares}");
+    let only = d
+        .js("return [...document.querySelectorAll('.cmp-col .only-here')].map(p => p.textContent)")
+        .await;
+    assert!(
+        only.as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.as_str().unwrap().starts_with("only here: ")),
+        "{only}"
+    );
+    let row = d
+        .js(
+            "const r = document.querySelector('#cmp-aligned tr[data-source=\"D1:0\"]'); \
+             return r ? [r.dataset.share, r.querySelectorAll('td.missing').length] : null",
+        )
+        .await;
+    assert_eq!(row, json!(["all", 0]), "aligned: {row}");
     d.js("document.getElementById('cmp-h').scrollIntoView(); return true")
         .await;
     d.screenshot(&shots.join("side-by-side.png")).await;

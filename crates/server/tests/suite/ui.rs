@@ -116,6 +116,8 @@ async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {
         ("/ui/app.js", "text/javascript", "sessionStorage"),
         ("/ui/", "text/html", "/ui/episodes.js"),
         ("/ui/episodes.js", "text/javascript", "step_records"),
+        ("/ui/app.js", "text/javascript", "/ui/evidence.js"),
+        ("/ui/evidence.js", "text/javascript", "alignedTable"),
         ("/ui/style.css", "text/css", ".render-box"),
     ] {
         let resp = s.client.get(s.url(path)).send().await.unwrap();
@@ -220,7 +222,75 @@ async fn compare_renders_one_history_with_several_substrates() {
         assert!(r["text"].as_str().unwrap().contains("Ingrid"), "{r}");
         assert_eq!(r["gold"][0]["shown"], true, "{r}");
         assert_eq!(r["gold"][1]["shown"], false, "{r}");
+        // Each gold id's fate, in the trace's words.
+        assert_eq!(r["evidence"][0]["source_id"], "D1:30", "{r}");
+        assert_eq!(r["evidence"][0]["shown"], "whole", "{r}");
+        assert_eq!(r["evidence"][0]["fate"], "shown", "{r}");
+        assert_eq!(r["evidence"][1]["stored"], false, "{r}");
+        assert!(
+            r["evidence"][1]["why"]
+                .as_str()
+                .unwrap()
+                .starts_with("not in the history"),
+            "{r}"
+        );
+        // The diff: every source is counted by the columns showing it.
+        let by = r["shown_by"].as_array().unwrap();
+        assert_eq!(by.len(), r["sources"].as_array().unwrap().len(), "{r}");
+        assert!(
+            by.iter().all(|n| (1..=2).contains(&n.as_u64().unwrap())),
+            "{r}"
+        );
+        let only = by.iter().filter(|n| n.as_u64() == Some(1)).count();
+        assert_eq!(r["only_here"]["sources"], only, "{r}");
     }
+    let ingrid = |r: &serde_json::Value| {
+        let i = r["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|h| h["source_id"] == "D1:30")
+            .unwrap();
+        r["shown_by"][i].clone()
+    };
+    assert_eq!(ingrid(&results[0]), 2, "both show the fact: {body}");
+    assert_eq!(body["question"], "who is my violin teacher");
+
+    // A read asked to explain ids: a filler turn not shown at 64 tokens is
+    // ranked, and the trace says where and why.
+    let (st, traced) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/read",
+        None,
+        Some(json!({"question": "who is my violin teacher", "budget": 64,
+            "trace": ["D1:30", "D1:7", "nope"]})),
+    )
+    .await;
+    assert_eq!(st, 200, "{traced}");
+    let ev = traced["evidence"].as_array().unwrap();
+    assert_eq!(ev.len(), 3, "{traced}");
+    assert_eq!(ev[0]["shown"], "whole", "{traced}");
+    assert_eq!(ev[1]["shown"], "absent", "{traced}");
+    assert!(ev[1]["fate"].is_string(), "{traced}");
+    assert!(
+        ev[1]["why"].as_str().unwrap().starts_with("not shown"),
+        "{traced}"
+    );
+    assert_eq!(ev[2]["stored"], false, "{traced}");
+    let (_, plain) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/read",
+        None,
+        Some(json!({"question": "who is my violin teacher", "budget": 64})),
+    )
+    .await;
+    assert!(plain.get("evidence").is_none(), "{plain}");
+    assert_eq!(
+        plain["text"], traced["text"],
+        "tracing does not change the read"
+    );
     // The same history again: served from the cache, as the namespace's read.
     let (_, again) = call(&s, "POST", "/v1/namespaces/n/compare", None, Some(req)).await;
     assert_eq!(again["results"][0]["build_ms"], 0.0, "{again}");
