@@ -9,9 +9,29 @@
 //! its centre plus a random offset of norm 0.75 (cosine ≈ 0.8 to the centre),
 //! which gives the graph the locality real sentence embeddings have.
 //! `SUBMEM_BENCH_VECTORS=random` uses uniform random unit vectors instead,
-//! the worst case for any graph index. `SUBMEM_BENCH_DENSE_N` sets the large
+//! the worst case for any graph index. `SUBMEM_BENCH_VECTORS=topics` nests
+//! the centres in `n/5,000` subjects (each centre its subject plus an offset
+//! of norm 0.75), so that clusters of one subject lie near each other as a
+//! corpus's topics do. `SUBMEM_BENCH_DENSE_N` sets the large
 //! size (default 100,000, the issue's target size; building its graph takes
 //! a few minutes on 2 cores).
+//!
+//! `SUBMEM_BENCH_M1` sweeps the graph's settings (`DenseConfig` as JSON,
+//! `{"m": 16, "ef_construction": 40}`), `SUBMEM_BENCH_DENSE_BATCH` sets the
+//! units per write (default 5,000; a bulk load writes them all at once) and
+//! `SUBMEM_BENCH_DENSE_ONLY=large` skips the small sizes.
+//!
+//! Measured at a million units (2 cores, release, medians of one build each;
+//! issue #45): the default graph (M 24, ef_construction 100) inserts 1,196
+//! units/s with `topics` vectors in one batch and reaches recall@10 0.54 at
+//! ef_search 64; M 16 / ef_construction 40 inserts ~2,500 units/s with
+//! plain clusters at recall 0.60 (ef_search 96). At 50,000 units the same
+//! settings give 1,530 and 6,141 units/s at recall 1.000 and 0.997, and at
+//! 200,000 units M 16 / ef_construction 40 gives 3,322 units/s at recall
+//! 0.93: hnsw_rs's insert is bound by pointer-chasing through the graph, so
+//! it slows as the graph outgrows the caches, and its greedy walk loses the
+//! bench's tight 50-unit clusters among 20,000. Neither the 10,000 units/s
+//! nor the 0.95 recall the issue asks for at a million is reached here.
 //!
 //! At the large size the bench also checks recall@10 of the HNSW path
 //! against the exact path on 200 fresh queries from the same clusters
@@ -58,8 +78,25 @@ fn unit_vectors(n: usize, seed: u64) -> Vec<Vec<f32>> {
     if std::env::var("SUBMEM_BENCH_VECTORS").as_deref() == Ok("random") {
         return (0..n + FRESH).map(|_| random_unit(&mut rng)).collect();
     }
+    let topics = std::env::var("SUBMEM_BENCH_VECTORS").as_deref() == Ok("topics");
+    let subjects: Vec<Vec<f32>> = if topics {
+        (0..(n / 5_000).max(16))
+            .map(|_| random_unit(&mut rng))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let centres: Vec<Vec<f32>> = (0..(n / 50).max(16))
-        .map(|_| random_unit(&mut rng))
+        .map(|_| {
+            let c = random_unit(&mut rng);
+            if !topics {
+                return c;
+            }
+            let s = &subjects[rng.random_range(0..subjects.len())];
+            let mut v: Vec<f32> = s.iter().zip(&c).map(|(x, o)| x + 0.75 * o).collect();
+            l2_normalize(&mut v);
+            v
+        })
         .collect();
     (0..n + FRESH)
         .map(|_| {
@@ -79,18 +116,27 @@ struct Built {
     fresh: Vec<Vec<f32>>,
 }
 
+/// The settings under test: the defaults, or `SUBMEM_BENCH_M1` as JSON
+/// (`{"m": 16, "ef_construction": 40}`) to sweep them.
+fn config() -> DenseConfig {
+    match std::env::var("SUBMEM_BENCH_M1") {
+        Ok(json) => serde_json::from_str(&json).expect("SUBMEM_BENCH_M1: DenseConfig JSON"),
+        Err(_) => DenseConfig::default(),
+    }
+}
+
 fn build(n: usize, threshold: usize, label: &str) -> Built {
-    let m = DenseMemory::new(
-        services(),
-        DenseConfig::default().with_exact_threshold(threshold),
-    )
-    .unwrap();
+    let m = DenseMemory::new(services(), config().with_exact_threshold(threshold)).unwrap();
     let ns = Namespace::new("bench").unwrap();
     let events: Vec<Event> = synthetic_turns(n, 5);
     let mut vectors = unit_vectors(n, 6);
     let fresh = vectors.split_off(n);
     let start = Instant::now();
-    for (e, v) in events.chunks(5_000).zip(vectors.chunks(5_000)) {
+    let batch: usize = std::env::var("SUBMEM_BENCH_DENSE_BATCH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5_000);
+    for (e, v) in events.chunks(batch).zip(vectors.chunks(batch)) {
         m.write_with_vectors(&ns, e, v.to_vec()).unwrap();
     }
     let secs = start.elapsed().as_secs_f64();
@@ -132,6 +178,9 @@ fn check(b: &Built, qs: &[(Query, Vec<f32>, String)]) {
 }
 
 fn bench_paths(c: &mut Criterion) {
+    if std::env::var("SUBMEM_BENCH_DENSE_ONLY").as_deref() == Ok("large") {
+        return;
+    }
     let mut group = c.benchmark_group("m1_read_path");
     group.sample_size(30);
     for n in [1024usize, 2048, 4096, 16_384] {
