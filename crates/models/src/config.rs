@@ -25,8 +25,15 @@
 //! embedder = "local"      # or "openai"
 //! memory_llm = "local"    # or "openai", "none"
 //! reader = "local"        # or "openai", "none"
+//!
+//! # More OpenAI-compatible servers, each named (keys as in [openai]): a bench
+//! # run names them as judges (`--judge openai,qwen`).
+//! [servers.qwen]
+//! base_url = "http://127.0.0.1:8001/v1"
+//! chat_model = "Qwen/Qwen3-8B"
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -210,7 +217,16 @@ pub struct Config {
     pub openai: OpenAiConfig,
     /// Role assignment.
     pub services: ServicesConfig,
+    /// More OpenAI-compatible servers by name (`[servers.NAME]`, the keys of
+    /// `[openai]`): what a bench run may name as a judge besides `local`
+    /// and `openai` ([`Config::server`]). Environment variables do not
+    /// reach them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub servers: BTreeMap<String, OpenAiConfig>,
 }
+
+/// Names a `[servers.NAME]` section may not take: they already name an LLM.
+pub const RESERVED_LLM_NAMES: [&str; 3] = ["local", "openai", "none"];
 
 impl Config {
     /// Parses TOML text (unknown keys are errors naming the key).
@@ -306,6 +322,36 @@ impl Config {
             s.reader = v.parse()?;
         }
         Ok(())
+    }
+
+    /// The server configured as `[servers.NAME]`, checked to name a chat
+    /// model; an error lists the configured names.
+    pub fn server(&self, name: &str) -> Result<&OpenAiConfig> {
+        if RESERVED_LLM_NAMES.contains(&name) {
+            return Err(ModelsError::Config(format!(
+                "[servers.{name}]: {name:?} names a built-in LLM; give the server another name"
+            )));
+        }
+        let Some(server) = self.servers.get(name) else {
+            let known: Vec<&str> = self.servers.keys().map(String::as_str).collect();
+            return Err(ModelsError::Config(format!(
+                "no server {name:?} in the configuration (LLM names: local, openai{}{}; \
+                 a server is a [servers.NAME] section of --config)",
+                if known.is_empty() { "" } else { ", " },
+                known.join(", ")
+            )));
+        };
+        if server.chat_model.is_none() {
+            return Err(ModelsError::Config(format!(
+                "[servers.{name}] has no chat_model"
+            )));
+        }
+        if server.base_url.is_none() {
+            return Err(ModelsError::Config(format!(
+                "[servers.{name}] has no base_url"
+            )));
+        }
+        Ok(server)
     }
 
     /// The configuration as TOML (for `submem config show`).
@@ -405,6 +451,34 @@ mod tests {
     #[test]
     fn round_trips_through_toml() {
         let cfg = Config::default();
+        let text = cfg.to_toml_string().unwrap();
+        assert!(!text.contains("servers"), "{text}");
+        assert_eq!(Config::from_toml_str(&text).unwrap(), cfg);
+    }
+
+    #[test]
+    fn named_servers_are_read_checked_and_listed_in_errors() {
+        let cfg = Config::from_toml_str(
+            "[servers.qwen]\nbase_url = \"http://q/v1\"\nchat_model = \"Qwen3\"\n\
+             [servers.bare]\nbase_url = \"http://b/v1\"\n",
+        )
+        .unwrap();
+        let q = cfg.server("qwen").unwrap();
+        assert_eq!(q.chat_model.as_deref(), Some("Qwen3"));
+        assert_eq!(q.timeout_secs, 60, "defaults as in [openai]");
+        let err = cfg.server("llama").unwrap_err().to_string();
+        assert!(
+            err.contains("\"llama\"") && err.contains("bare, qwen"),
+            "{err}"
+        );
+        assert!(cfg
+            .server("bare")
+            .unwrap_err()
+            .to_string()
+            .contains("chat_model"));
+        assert!(cfg.server("openai").is_err());
+        let err = Config::from_toml_str("[servers.x]\nbase_ur = \"h\"\n").unwrap_err();
+        assert!(err.to_string().contains("base_ur"), "{err}");
         let text = cfg.to_toml_string().unwrap();
         assert_eq!(Config::from_toml_str(&text).unwrap(), cfg);
     }

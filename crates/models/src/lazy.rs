@@ -167,6 +167,20 @@ impl Config {
         })))
     }
 
+    /// The OpenAI-compatible server `[servers.NAME]` as an LLM loaded on its
+    /// first call, named `NAME: openai MODEL (ROLE)`; an error now when the
+    /// configuration has no such server or it names no chat model.
+    pub fn lazy_server_llm(&self, server: &str, role: &str) -> crate::Result<Arc<dyn Llm>> {
+        let cfg = self.server(server)?.clone();
+        let name = format!(
+            "{server}: openai {} ({role})",
+            cfg.chat_model.as_deref().unwrap_or_default()
+        );
+        Ok(Arc::new(LazyLlm::new(name, move || {
+            Ok(Arc::new(crate::OpenAiClient::new(&cfg)?) as Arc<dyn Llm>)
+        })))
+    }
+
     /// The configured embedder, loaded on first use.
     pub fn lazy_embedder(&self) -> Arc<dyn Embedder> {
         let cfg = self.clone();
