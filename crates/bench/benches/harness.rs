@@ -33,7 +33,7 @@ fn harness(c: &mut Criterion) {
     let models = Arc::new(Models {
         services: test_services(None),
         reader: None,
-        judge: None,
+        judges: vec![],
     });
     let items = 2 * 50 * 2 * 2; // conversations x questions x budgets x ks
     let mut group = c.benchmark_group("harness");

@@ -710,7 +710,10 @@ mod tests {
             runs.push(run("m2", b, 0.4 + 0.1 * f, 0.5));
             runs.push(run("flexa:ranking=hybrid", b, 0.6 + 0.1 * f, 20.0 + f));
         }
-        Summary { runs }
+        Summary {
+            runs,
+            ..Summary::default()
+        }
     }
 
     /// `(x, y, text)` of every `<text>` element of an SVG.
@@ -834,7 +837,10 @@ mod tests {
         // Runs with nothing to draw (no gold evidence, no latency) too.
         let mut bare = run("m1", 1024, 0.5, 1.0);
         bare.metrics.clear();
-        let s = Summary { runs: vec![bare] };
+        let s = Summary {
+            runs: vec![bare],
+            ..Summary::default()
+        };
         for draw in [coverage_svg, quality_latency_svg, fates_svg] {
             assert!(check(draw, &s, &[]).contains("no data: "));
         }

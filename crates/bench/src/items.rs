@@ -10,7 +10,7 @@
 //! resumes where it stopped without duplicating or losing an item.
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -124,9 +124,14 @@ pub struct ItemRecord {
     /// The judge's raw reply (kept so unreadable verdicts can be inspected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_reply: Option<String>,
-    /// Tokens the judge call used (prompt + reply), as the judge counted them.
+    /// Tokens the judge calls used (prompt + reply), as the judges counted
+    /// them: with several judges, all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_tokens: Option<u64>,
+    /// Every judge's verdict by judge name, when the run has several
+    /// (`judge`, `judge_reply` are the first judge's); empty with one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub judges: BTreeMap<String, JudgeVerdict>,
     /// P8: whether the agent's episode reached its goal (1/0); only for an
     /// episode seen as an item ([`crate::agentic::episode::EpisodeRecord::as_item`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,8 +177,32 @@ impl ItemRecord {
             judge: None,
             judge_reply: None,
             judge_tokens: None,
+            judges: BTreeMap::new(),
             task_success: None,
             shown: None,
+        }
+    }
+}
+
+/// One judge's verdict on an item's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeVerdict {
+    /// CORRECT / WRONG; `None` when the reply was unreadable.
+    pub correct: Option<bool>,
+    /// The judge's raw reply.
+    #[serde(default)]
+    pub reply: String,
+    /// Tokens the call used (prompt + reply), as the judge counted them.
+    #[serde(default)]
+    pub tokens: u64,
+}
+
+impl From<crate::reader::Verdict> for JudgeVerdict {
+    fn from(v: crate::reader::Verdict) -> Self {
+        JudgeVerdict {
+            correct: v.correct,
+            reply: v.reply,
+            tokens: v.tokens,
         }
     }
 }

@@ -19,7 +19,8 @@
 //!   goes into one shared reader prompt ([`reader`]) whose fixed part sets
 //!   [`submem_core::Query::allowance`]; answers are judged with the Mem0 or
 //!   LongMemEval rubric ([`prompt`]: a run may name its own reader and judge
-//!   templates); every item is appended to `items.jsonl` at once so a
+//!   templates), by one judge or several, each checked on known answers
+//!   ([`judges`]); every item is appended to `items.jsonl` at once so a
 //!   killed run resumes;
 //! - [`metrics`]: EM, token F1, BLEU-1, SubEM, Recall@k, evidence coverage,
 //!   the exact McNemar test and the paired bootstrap;
@@ -53,7 +54,7 @@
 //!
 //! let dataset = Arc::new(SyntheticSpec::default().dataset()?);
 //! let services = submem_models::Config::load(None)?.services()?;
-//! let models = Arc::new(Models { services, reader: None, judge: None }); // retrieval only
+//! let models = Arc::new(Models { services, reader: None, judges: vec![] }); // retrieval only
 //! let opts = RunOptions { budgets: vec![1024, 4096], ks: vec![5, 10], ..RunOptions::default() };
 //! let specs = SubstrateSpec::parse_list("m1,m2,m10,flexa:ranking=hybrid")?;
 //! let out = run(dataset, specs, Arc::new(Registry::default()), models, opts.clone()).await?;
@@ -71,6 +72,7 @@ pub mod dataset;
 mod error;
 mod instance;
 pub mod items;
+pub mod judges;
 mod measure;
 pub mod metrics;
 pub mod options;

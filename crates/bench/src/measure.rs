@@ -216,19 +216,25 @@ pub(crate) async fn answer_item(
                 item.bleu1 = Some(bleu1(&answer, gold));
                 item.sub_em = Some(sub_em(&answer, gold));
             }
-            if let Some(j) = &ctx.models.judge {
-                let verdict = reader::judge(
-                    j,
-                    &ctx.opts.judge_prompt,
-                    ctx.dataset.kind,
-                    q,
-                    gold,
-                    &answer,
-                )
-                .await?;
-                item.judge = verdict.correct;
-                item.judge_reply = Some(verdict.reply);
-                item.judge_tokens = Some(verdict.tokens);
+            let verdicts = crate::judges::judge_all(
+                &ctx.models.judges,
+                &ctx.opts.judge_prompt,
+                ctx.dataset.kind,
+                q,
+                gold,
+                &answer,
+            )
+            .await?;
+            if let Some((_, first)) = verdicts.first() {
+                item.judge = first.correct;
+                item.judge_reply = Some(first.reply.clone());
+                item.judge_tokens = Some(verdicts.iter().map(|(_, v)| v.tokens).sum());
+            }
+            if verdicts.len() > 1 {
+                item.judges = verdicts
+                    .into_iter()
+                    .map(|(name, v)| (name, v.into()))
+                    .collect();
             }
             item.answer = Some(answer);
         }

@@ -20,9 +20,70 @@ pub struct Models {
     pub services: Services,
     /// The shared reader; `None` runs retrieval only (`--reader none`).
     pub reader: Option<Arc<dyn Llm>>,
-    /// The judge; `None` leaves P4 undefined.
-    pub judge: Option<Arc<dyn Llm>>,
+    /// The judges, each under its own name: every answer is judged by each
+    /// (the first's verdict is an item's `judge`, P4; with several, each
+    /// verdict is kept under the judge's name and their agreement
+    /// reported, see [`crate::judges`]). None leaves P4 undefined.
+    pub judges: Vec<Judge>,
 }
+
+impl Models {
+    /// Models with `reader` and at most one judge, named `judge` (what a
+    /// run with one judge records).
+    pub fn with_judge(
+        services: Services,
+        reader: Option<Arc<dyn Llm>>,
+        judge: Option<Arc<dyn Llm>>,
+    ) -> Self {
+        Models {
+            services,
+            reader,
+            judges: judge.map(|j| Judge::new("judge", j)).into_iter().collect(),
+        }
+    }
+
+    /// Rejects judges no run can tell apart (an empty or repeated name).
+    pub fn validate(&self) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for j in &self.judges {
+            if j.name.trim().is_empty() {
+                return Err(BenchError::InvalidOption(
+                    "a judge has an empty name".into(),
+                ));
+            }
+            if !seen.insert(j.name.as_str()) {
+                return Err(BenchError::InvalidOption(format!(
+                    "judge {:?} is named twice",
+                    j.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One judge of a run: the name its verdicts and check rates go by
+/// (`local`, `openai`, a configured server's name) and its LLM.
+#[derive(Debug, Clone)]
+pub struct Judge {
+    /// The name in items, the summary and the report.
+    pub name: String,
+    /// The LLM asked.
+    pub llm: Arc<dyn Llm>,
+}
+
+impl Judge {
+    /// `llm` judging under `name`.
+    pub fn new(name: impl Into<String>, llm: Arc<dyn Llm>) -> Self {
+        Judge {
+            name: name.into(),
+            llm,
+        }
+    }
+}
+
+/// Questions the judge checks sample by default ([`RunOptions::judge_checks`]).
+pub const DEFAULT_JUDGE_CHECKS: usize = 20;
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -53,6 +114,13 @@ pub struct RunOptions {
     /// The judge's prompt: the built-in rubrics unless a run names its own
     /// template ([`crate::prompt`]).
     pub judge_prompt: JudgeTemplate,
+    /// Questions sampled for the judge checks (each judge grades the gold
+    /// answer and two wrong answers to each, with `judge_prompt`; see
+    /// [`crate::judges::checks`]); 0 turns them off. They run when the
+    /// run has a judge. Default [`DEFAULT_JUDGE_CHECKS`].
+    pub judge_checks: usize,
+    /// The run's seed: which questions the judge checks sample.
+    pub seed: u64,
     /// Ask substrates that rank for a trace of each item's gold evidence
     /// ([`submem_core::Substrate::trace`]), for the loss breakdown. It runs
     /// after the timed read (its query embedding counts in the read phase's
@@ -89,6 +157,8 @@ impl Default for RunOptions {
             abort_after: None,
             reader: ReaderSettings::default(),
             judge_prompt: JudgeTemplate::builtin(),
+            judge_checks: DEFAULT_JUDGE_CHECKS,
+            seed: 0,
             trace: false,
             keep_memories: true,
             shard: None,

@@ -1,12 +1,15 @@
 //! What a run writes beside its logs once its tasks are over: `summary.json`,
-//! `report.md` and `scatter.svg`, computed from its items and write records,
-//! under notes that say what happened to its tasks. `submem bench` calls it
+//! `report.md` and `scatter.svg`, computed from its items and write records
+//! (and its judge checks' log, when there is one), under notes that say what
+//! happened to its tasks. `submem bench` calls it
 //! after a run and `submem bench merge` after merging shards, so that a merge
 //! writes the very files the unsharded run would have.
 
 use std::path::Path;
 
-use crate::items::{ItemRecord, WriteRecord};
+use crate::items::{read_jsonl, ItemRecord, WriteRecord};
+use crate::judges::{checks, CHECKS_FILE};
+use crate::summary::Summary;
 use crate::{report, summary, Result};
 
 /// The report's notes on a run's tasks, in the run's order: each skipped
@@ -19,16 +22,35 @@ pub fn task_notes(skipped: &[String], failures: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Summarises `items` with the costs in `writes` and writes `summary.json`,
-/// `report.md` (headed by `notes`) and `scatter.svg` into `dir`; returns the
-/// report's markdown.
+/// The summary of `items` with the costs in `writes`, and the rates of the
+/// judge checks logged in `dir` ([`CHECKS_FILE`]), judges flagged above
+/// `leniency_limit`.
+pub fn summarize_dir(
+    dir: &Path,
+    items: &[ItemRecord],
+    writes: &[WriteRecord],
+    leniency_limit: f64,
+) -> Result<Summary> {
+    let mut s = summary::summarize(items, writes);
+    let log = dir.join(CHECKS_FILE);
+    if log.is_file() {
+        s.judge_checks = checks::summarize(&read_jsonl(&log)?, leniency_limit);
+    }
+    Ok(s)
+}
+
+/// Summarises `items` with the costs in `writes` and the judge checks logged
+/// in `dir` ([`summarize_dir`]), and writes `summary.json`, `report.md`
+/// (headed by a warning per lenient judge, then `notes`) and the pictures
+/// into `dir`; returns the report's markdown.
 pub fn write_results(
     dir: &Path,
     items: &[ItemRecord],
     writes: &[WriteRecord],
     notes: &[String],
+    leniency_limit: f64,
 ) -> Result<String> {
-    let summary = summary::summarize(items, writes);
+    let summary = summarize_dir(dir, items, writes, leniency_limit)?;
     report::write_all(dir, &summary, notes)
 }
 

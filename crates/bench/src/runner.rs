@@ -5,7 +5,9 @@
 //! pending (question, budget, k) — the write is shared by the whole budget/k
 //! sweep. Each recall goes into the shared reader prompt ([`crate::reader`]);
 //! answers are judged when a judge is set. Every finished item is appended to
-//! `items.jsonl` at once, so a killed run resumes where it stopped.
+//! `items.jsonl` at once, so a killed run resumes where it stopped. Once
+//! the tasks are done, a run with a judge checks it on known answers
+//! ([`crate::judges::checks`], logged in `judge_checks.jsonl`).
 //!
 //! `train_episodes` (cross-episode regime, for refined-experience memories
 //! such as M7/M8): the first N conversations of the run are *training*
@@ -53,8 +55,10 @@ use crate::instance::{
 };
 pub use crate::instance::{AGENT_NAMESPACE, TRAINING_BANK};
 use crate::items::{done_keys, ItemKey, ItemRecord, JsonlLog, WriteRecord};
+use crate::judges::checks::{self, CheckPlan};
+use crate::judges::CheckRecord;
 use crate::measure;
-pub use crate::options::{Models, RunOptions};
+pub use crate::options::{Judge, Models, RunOptions};
 use crate::shard::{ShardRecord, TaskNote};
 use crate::{BenchError, Result};
 use submem::registry::{Registry, SubstrateSpec};
@@ -72,8 +76,12 @@ pub struct RunOutcome {
     pub new_items: usize,
     /// Substrates skipped, with the reason.
     pub skipped: Vec<String>,
-    /// Substrate × conversation tasks that failed, with the error chain.
+    /// Substrate × conversation tasks that failed, with the error chain
+    /// (and the judge checks, when they failed).
     pub failures: Vec<String>,
+    /// The judge checks' log (earlier runs' checks included; empty when the
+    /// run has no judge, checks are off or another shard runs them).
+    pub judge_checks: Vec<CheckRecord>,
 }
 
 impl RunOutcome {
@@ -118,6 +126,7 @@ pub async fn run(
     opts: RunOptions,
 ) -> Result<RunOutcome> {
     opts.validate()?;
+    models.validate()?;
     if specs.is_empty() {
         return Err(BenchError::InvalidOption("no substrates given".into()));
     }
@@ -297,6 +306,32 @@ pub async fn run(
         }
     }
     ctx.progress.finish_and_clear();
+    // The judge checks: once per run (shard 1 of a sharded one), after the
+    // items, since they do not depend on any substrate.
+    if !ctx.models.judges.is_empty()
+        && opts.judge_checks > 0
+        && opts.shard.is_none_or(|s| s.index() == 1)
+    {
+        let plan = CheckPlan {
+            dataset: &dataset.name,
+            kind: dataset.kind,
+            asked: conversations
+                .iter()
+                .flat_map(|c| asked(c, &opts).iter().map(move |q| (c.id.as_str(), q)))
+                .collect(),
+            sample: opts.judge_checks,
+            seed: opts.seed,
+            jobs: opts.jobs,
+        };
+        match checks::run(&opts.out, &plan, &ctx.models.judges, &opts.judge_prompt).await {
+            Ok(records) => outcome.judge_checks = records,
+            Err(e) => {
+                let chain = error_chain(&e);
+                tracing::error!(error = %chain, "judge checks failed");
+                outcome.failures.push(format!("judge checks: {chain}"));
+            }
+        }
+    }
 
     let new_items = std::mem::take(&mut *lock(&ctx.new_items));
     outcome.new_items = new_items.len();

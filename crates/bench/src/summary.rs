@@ -24,7 +24,12 @@
 //!   (`llm_per_conversation`, E3, E1) leave it out, though each episode's
 //!   footprint holds the restored bank.
 //! - `reader_tokens` / `judge_tokens`: Σ tokens (prompt + reply) the shared
-//!   reader and the judge used, as their servers reported them.
+//!   reader and the judges used on the items, as their servers reported
+//!   them (the judge checks' tokens are in `judge_checks`).
+//! - `P4_by_judge` (runs with several judges): P4 by each judge;
+//!   `judge_agreement`: Cohen's kappa of each pair of judges over every item,
+//!   with the items they disagree on; `judge_checks`: each judge's
+//!   strictness and leniency on known answers (see [`crate::judges`]).
 //! - E7: mean rendered-memory tokens per item (`E7_total` is the sum).
 //! - E14: Σ write + manage time over conversations + Σ (read + generate) over
 //!   items (judging excluded); E15 = E14 / items.
@@ -56,6 +61,7 @@ use submem_core::Diagnostics;
 
 use crate::instance::TRAINING_BANK;
 use crate::items::{ItemRecord, WriteRecord};
+use crate::judges::{agreement, Agreement, JudgeChecks};
 use crate::metrics::EvidenceFates;
 
 /// One run's metrics.
@@ -94,6 +100,14 @@ impl RunSummary {
 pub struct Summary {
     /// The runs.
     pub runs: Vec<RunSummary>,
+    /// Each pair of judges' agreement over the items (runs with several
+    /// judges).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge_agreement: Vec<Agreement>,
+    /// Each judge's strictness and leniency on known answers (runs whose
+    /// judges were checked; [`crate::results::summarize_dir`] adds them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_checks: Option<JudgeChecks>,
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> Value {
@@ -247,6 +261,9 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
             "judge_tokens".into(),
             json!(its.iter().filter_map(|i| i.judge_tokens).sum::<u64>()),
         );
+        if let Some(by) = agreement::p4_by_judge(&its) {
+            m.insert("P4_by_judge".into(), by);
+        }
         m.insert(
             "reader_rejected".into(),
             json!(its.iter().filter(|i| i.reader_error.is_some()).count()),
@@ -393,7 +410,11 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
             per_category,
         });
     }
-    Summary { runs }
+    Summary {
+        runs,
+        judge_agreement: agreement::agreements(items),
+        judge_checks: None,
+    }
 }
 
 /// The substrate's behaviour counters summed over conversations: `write`

@@ -18,6 +18,7 @@ use submem_core::Regime;
 use submem_models::{Config, LlmKind};
 
 use crate::agentic_cmd::AgenticArgs;
+use crate::bench_judges::{self, JudgeArgs};
 use crate::bench_prompts::PromptArgs;
 use crate::run_info::{self, resumable_run_info};
 use crate::AnyError;
@@ -79,9 +80,8 @@ pub struct BenchArgs {
     /// The reader that answers from each recall; `none` runs retrieval only.
     #[arg(long, value_enum)]
     pub reader: Option<LlmChoice>,
-    /// The judge (P4). Default: none on the synthetic set (SubEM is exact there), else the reader's kind.
-    #[arg(long, value_enum)]
-    pub judge: Option<LlmChoice>,
+    #[command(flatten)]
+    pub judges: JudgeArgs,
     #[command(flatten)]
     pub prompts: PromptArgs,
     /// The LLM that writes memory; `none` uses rule writers and skips substrates that need an LLM.
@@ -160,7 +160,8 @@ pub struct BenchArgs {
     /// Synthetic: `conversational` or `agentic`.
     #[arg(long, default_value = "conversational")]
     pub synth_regime: String,
-    /// Synthetic: seed.
+    /// The run's seed: the synthetic set's generator, and which questions the judge checks
+    /// sample (any dataset).
     #[arg(long, default_value_t = SyntheticSpec::DEFAULT_RUN.seed)]
     pub seed: u64,
 }
@@ -311,13 +312,19 @@ fn run_options(args: &BenchArgs, out: PathBuf, reader_sample: Option<usize>) -> 
         keep_memories: !args.no_keep_memories,
         shard: args.shard,
         packing_baselines: !args.no_baselines,
+        judge_checks: args.judges.judge_checks,
+        seed: args.seed,
         ..RunOptions::default()
     }
 }
 
 /// `--check`: everything about `args` that can be checked without the
 /// dataset's file or a model.
-fn check_only(args: &BenchArgs, specs: &[SubstrateSpec]) -> Result<ExitCode, AnyError> {
+fn check_only(
+    args: &BenchArgs,
+    specs: &[SubstrateSpec],
+    config: &Config,
+) -> Result<ExitCode, AnyError> {
     let kind = DatasetKind::parse(&args.dataset)?;
     if kind == DatasetKind::Synthetic {
         synthetic_spec(args)?;
@@ -326,6 +333,7 @@ fn check_only(args: &BenchArgs, specs: &[SubstrateSpec]) -> Result<ExitCode, Any
     }
     parse_reader_sample(args.reader_sample.as_deref())?;
     args.prompts.load()?;
+    args.judges.check(config)?;
     run_options(args, PathBuf::new(), None).validate()?;
     let names: Vec<String> = specs.iter().map(ToString::to_string).collect();
     println!(
@@ -350,8 +358,9 @@ pub async fn run(
 ) -> Result<ExitCode, AnyError> {
     let specs = checked_specs(&args, &factory)?;
     if args.check {
-        return check_only(&args, &specs);
+        return check_only(&args, &specs, &config);
     }
+    args.judges.check(&config)?;
     let prompts = args.prompts.load()?;
     let factory = prompts.registry(factory);
     let dataset = load_dataset(&args)?;
@@ -376,10 +385,10 @@ pub async fn run(
         config.services.reader = LlmKind::None;
     }
     let reader_kind = config.services.reader;
-    let judge_kind: LlmKind = match args.judge {
-        Some(c) => c.into(),
-        None if dataset.kind == DatasetKind::Synthetic => LlmKind::None,
-        None => reader_kind,
+    let judge_default = if dataset.kind == DatasetKind::Synthetic {
+        LlmKind::None
+    } else {
+        reader_kind
     };
     let reader_sample = match parse_reader_sample(args.reader_sample.as_deref())? {
         Some(given) => given,
@@ -389,15 +398,13 @@ pub async fn run(
 
     let services = config.lazy_services()?;
     let reader = config.lazy_llm(reader_kind, "reader");
-    let judge = if reader.is_some() {
-        config.lazy_llm(judge_kind, "judge")
-    } else {
-        None
-    };
+    let judges = args
+        .judges
+        .judges(&config, judge_default, reader.is_some())?;
     let models = Arc::new(Models {
         services,
         reader: reader.clone(),
-        judge: judge.clone(),
+        judges: judges.clone(),
     });
 
     let out = args.out.clone().unwrap_or_else(|| {
@@ -454,10 +461,7 @@ add `--reader local` to answer a sample with the local model"
         (Some(r), Some(n)) => format!("reader: {} on a sample of {n} questions", r.name()),
         (Some(r), None) => format!("reader: {} on every question", r.name()),
     });
-    notes.push(match &judge {
-        Some(j) => format!("judge: {}", j.name()),
-        None => "judge: none (P4 n/a)".into(),
-    });
+    notes.extend(bench_judges::notes(&judges, &args.judges, args.seed));
     notes.push(match models.services.llm.as_ref() {
         Some(l) => format!("memory LLM: {}", l.name()),
         None if synthetic_default_writer => {
@@ -480,7 +484,7 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         "budgets": args.budget,
         "k": run_options(&args, PathBuf::new(), None).ks,
         "reader": reader.as_ref().map(|r| r.name().to_string()),
-        "judge": judge.as_ref().map(|r| r.name().to_string()),
+        "judge": bench_judges::record(&judges),
         "memory_llm": models.services.llm.as_ref().map(|r| r.name().to_string()),
         "reader_sample": reader_sample,
         "limit": args.limit,
@@ -492,6 +496,8 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         "synthetic": synthetic,
         "answer_tokens": args.answer_tokens,
         "trace": args.trace,
+        "judge_checks": args.judges.judge_checks,
+        (run_info::LENIENCY_LIMIT): args.judges.judge_leniency_limit,
         (run_info::SHARD): args.shard.map(|s| s.to_string()),
         (run_info::NOTES): notes,
     });
@@ -507,7 +513,13 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
             outcome.resumed, outcome.new_items
         ));
     }
-    let md = results::write_results(&out, &outcome.items, &outcome.writes, &notes)?;
+    let md = results::write_results(
+        &out,
+        &outcome.items,
+        &outcome.writes,
+        &notes,
+        args.judges.judge_leniency_limit,
+    )?;
     Ok(finish(
         &out,
         &md,
@@ -532,8 +544,13 @@ pub struct MergeArgs {
 pub(crate) fn finish(out: &Path, md: &str, failures: &[String], no_items: bool) -> ExitCode {
     println!("{md}");
     println!(
-        "results: {}/items.jsonl, summary.json, report.md, coverage.svg, scatter.svg, fates.svg",
-        out.display()
+        "results: {}/items.jsonl, summary.json, report.md, coverage.svg, scatter.svg, fates.svg{}",
+        out.display(),
+        if out.join(submem_bench::judges::CHECKS_FILE).is_file() {
+            ", judge_checks.jsonl"
+        } else {
+            ""
+        }
     );
     if !failures.is_empty() {
         eprintln!(

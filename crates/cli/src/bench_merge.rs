@@ -4,7 +4,8 @@
 //! [`submem_bench::shard::merge`]; here their `run.json` files are checked to
 //! describe one run (the same settings, the shard aside), and the summary and
 //! report are written by [`submem_bench::results`], as `submem bench` writes
-//! them. Kept memories and training banks stay in the shards' directories.
+//! them. The judge checks' logs (shard 1 runs the checks) are merged too.
+//! Kept memories and training banks stay in the shards' directories.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -66,6 +67,8 @@ written by two runs; run the shard again into a new --out",
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     merged.write_logs(out)?;
+    let dirs: Vec<&Path> = args.dirs.iter().map(PathBuf::as_path).collect();
+    submem_bench::judges::checks::merge_logs(&dirs, out)?;
     let mut info = run_info::with_prompts(first.clone());
     info[run_info::SHARD] = serde_json::Value::Null;
     info[MERGED_SHARDS] = merged.shards.into();
@@ -73,7 +76,13 @@ written by two runs; run the shard again into a new --out",
     let mut notes = run_info::notes(&info);
     notes.extend(merged.task_notes());
     let items = merged.item_records();
-    let md = results::write_results(out, &items, &merged.write_records(), &notes)?;
+    let md = results::write_results(
+        out,
+        &items,
+        &merged.write_records(),
+        &notes,
+        run_info::leniency_limit(&info),
+    )?;
     println!(
         "merged {} shards: {} items, {} write records",
         merged.shards,

@@ -40,6 +40,7 @@
 
 mod agentic_cmd;
 mod bench_cmd;
+mod bench_judges;
 mod bench_merge;
 mod bench_prompts;
 mod route_cmd;

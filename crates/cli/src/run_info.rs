@@ -9,6 +9,12 @@
 //! the same template under another path is the same run; a directory written
 //! before they were recorded has neither key and is read as having used the
 //! built-in templates, which such runs did.
+//!
+//! `judge` is the judge's LLM name, or the list of several judges' names
+//! (`--judge a,b`); it is compared as a list, so one judge's name and a
+//! one-name list are the same run and a directory written with one judge
+//! resumes with it; a resume with other judges, more or fewer, is refused
+//! (the items hold the verdicts of the judges they were run with).
 
 use serde_json::Value;
 use std::path::Path;
@@ -27,7 +33,7 @@ const RUN_IDENTITY: [&str; 10] = [
     "dataset",
     "data",
     "reader",
-    "judge",
+    JUDGE,
     "memory_llm",
     "seed",
     "train_episodes",
@@ -41,6 +47,19 @@ pub const READER_PROMPT: &str = "reader_prompt";
 
 /// The key of the judge's prompt template.
 pub const JUDGE_PROMPT: &str = "judge_prompt";
+
+/// The key of the judges: one LLM name, or a list of them.
+pub const JUDGE: &str = "judge";
+
+/// The key of the leniency above which a judge is flagged.
+pub const LENIENCY_LIMIT: &str = "judge_leniency_limit";
+
+/// The leniency limit `info` records (the default when it records none).
+pub fn leniency_limit(info: &Value) -> f64 {
+    info[LENIENCY_LIMIT]
+        .as_f64()
+        .unwrap_or(submem_bench::judges::checks::DEFAULT_LENIENCY_LIMIT)
+}
 
 /// Lists that a resume may extend (more substrates, budgets or k values).
 const RUN_EXTENSIBLE: [&str; 3] = ["substrates", "budgets", "k"];
@@ -99,12 +118,18 @@ pub fn setting(info: &Value, key: &str) -> Value {
     }
 }
 
-/// What of `info[key]` two runs must share: a template's hash, any other
-/// setting's whole value.
+/// What of `info[key]` two runs must share: a template's hash, the judges
+/// as a list (see the module docs), any other setting's whole value.
 fn identity(info: &Value, key: &str) -> Value {
     let v = setting(info, key);
     if key == READER_PROMPT || key == JUDGE_PROMPT {
         v["sha256"].clone()
+    } else if key == JUDGE {
+        match v {
+            Value::Null => Value::Array(Vec::new()),
+            Value::String(one) => Value::Array(vec![Value::String(one)]),
+            list => list,
+        }
     } else {
         v
     }
@@ -268,6 +293,42 @@ mod tests {
         assert_eq!(difference_apart_from_shard(&a, &b).unwrap().0, "extra");
         a[NOTES] = serde_json::json!(["dataset x", 3]);
         assert_eq!(notes(&a), vec!["dataset x".to_string()]);
+    }
+
+    #[test]
+    fn judges_resume_as_a_list_and_an_old_single_judge_still_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = info(None, &["m2"]);
+        old[JUDGE] = "openai m (judge)".into();
+        write(dir.path(), &old).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+        // The same judge, as a string or a one-name list, resumes.
+        assert!(resumable_run_info(dir.path(), old.clone()).is_ok());
+        let mut listed = old.clone();
+        listed[JUDGE] = serde_json::json!(["openai m (judge)"]);
+        assert!(resumable_run_info(dir.path(), listed.clone()).is_ok());
+        assert_eq!(difference_apart_from_shard(&old, &listed), None);
+        // Another judge added, or none, does not.
+        let mut two = old.clone();
+        two[JUDGE] = serde_json::json!(["openai m (judge)", "qwen: openai Q (judge)"]);
+        let err = resumable_run_info(dir.path(), two.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("judge = \"openai m (judge)\"") && err.contains("qwen"),
+            "{err}"
+        );
+        assert_eq!(difference_apart_from_shard(&old, &two).unwrap().0, JUDGE);
+        let mut none = old.clone();
+        none[JUDGE] = Value::Null;
+        assert!(resumable_run_info(dir.path(), none).is_err());
+        // Two lists in another order are other runs (P4 is the first's).
+        let mut swapped = two.clone();
+        swapped[JUDGE] = serde_json::json!(["qwen: openai Q (judge)", "openai m (judge)"]);
+        assert!(difference_apart_from_shard(&two, &swapped).is_some());
+        assert_eq!(leniency_limit(&old), 0.2);
+        old[LENIENCY_LIMIT] = 0.5.into();
+        assert_eq!(leniency_limit(&old), 0.5);
     }
 
     /// `info` recording a reader template as `name` with `sha256`.

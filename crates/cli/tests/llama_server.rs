@@ -289,7 +289,7 @@ fn jsonl(path: &Path) -> Vec<Value> {
 
 /// Σ LLM tokens the bench metered: the substrates' write and manage phases
 /// (`writes.jsonl`), their reads, the reader's answers and the judge's
-/// verdicts (`items.jsonl`).
+/// verdicts (`items.jsonl`), and the judge's checks (`judge_checks.jsonl`).
 fn metered_tokens(out: &Path) -> u64 {
     let phase =
         |p: &Value| p["input_tokens"].as_u64().unwrap() + p["output_tokens"].as_u64().unwrap();
@@ -305,7 +305,11 @@ fn metered_tokens(out: &Path) -> u64 {
                 + i["judge_tokens"].as_u64().unwrap_or(0)
         })
         .sum();
-    writes + items
+    let checks: u64 = jsonl(&out.join("judge_checks.jsonl"))
+        .iter()
+        .map(|c| c["tokens"].as_u64().unwrap())
+        .sum();
+    writes + items + checks
 }
 
 fn run_ok(mut c: Command) -> Output {
@@ -410,7 +414,38 @@ fn locomo_sample_is_written_answered_and_judged_through_the_server() {
     assert!(answered
         .iter()
         .all(|i| i["judge_reply"].is_string() && i["judge_tokens"].as_u64() > Some(0)));
+    // The judge checks ran (on by default): the fixture's 8 probes, each
+    // judged once through the server with the run's prompt and metered.
+    let checks = jsonl(&out.join("judge_checks.jsonl"));
+    assert_eq!(checks.len(), 8, "{report}");
+    assert!(checks.iter().all(|c| c["judge"] == "openai"
+        && c["reply"].is_string()
+        && c["tokens"].as_u64() > Some(0)));
     assert_eq!(metered_tokens(&out), tally.tokens.load(Ordering::SeqCst));
+    // Its section in the report, and the warning at the top exactly when the
+    // summary flags the judge (a 135M judge's verdicts are noise either way).
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("## Judge checks") && md.contains("| openai | 3 | "),
+        "{md}"
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let j = &summary["judge_checks"]["judges"][0];
+    let read = |r: &str| j[r]["n"].as_u64().unwrap() + j[r]["unreadable"].as_u64().unwrap();
+    assert_eq!(
+        (
+            read("strictness"),
+            read("leniency_specific"),
+            read("leniency_vague")
+        ),
+        (3, 2, 3)
+    );
+    let warned = md
+        .lines()
+        .nth(2)
+        .is_some_and(|l| l.starts_with("> **Warning: the judge `openai` is lenient.**"));
+    assert_eq!(warned, j["lenient"] == true, "{md}");
 }
 
 #[test]

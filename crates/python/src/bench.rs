@@ -15,8 +15,9 @@ use serde_json::{json, Map, Value};
 
 use submem::registry::SubstrateSpec;
 use submem_bench::dataset::synthetic::SyntheticSpec;
-use submem_bench::runner::{run, Models, RunOptions};
-use submem_bench::{report, summary, Dataset, DatasetKind};
+use submem_bench::judges::checks::DEFAULT_LENIENCY_LIMIT;
+use submem_bench::runner::{run, Judge, Models, RunOptions};
+use submem_bench::{report, results, Dataset, DatasetKind};
 use submem_models::Config;
 
 use crate::errors::{bench_err, models_err, registry_err, SettingsError, StoreError};
@@ -138,12 +139,19 @@ pub fn bench<'py>(
     let reader_llm = config.lazy_llm(reader_kind, "reader");
     let judge = reader_llm
         .as_ref()
-        .and_then(|_| config.lazy_llm(judge_kind, "judge"));
+        .and_then(|_| config.lazy_llm(judge_kind, "judge"))
+        .map(|llm| {
+            let name = match judge_kind {
+                submem_models::LlmKind::Local => "local",
+                _ => "openai",
+            };
+            Judge::new(name, llm)
+        });
     let services = config.lazy_services().map_err(models_err)?;
     let models = Arc::new(Models {
         services,
         reader: reader_llm,
-        judge,
+        judges: judge.into_iter().collect(),
     });
 
     let (dir, _temp) = match &out {
@@ -201,12 +209,21 @@ pub fn bench<'py>(
             outcome.failures.join("; ")
         )));
     }
-    let summary = summary::summarize(&outcome.items, &outcome.writes);
+    // The judge checks' rates (a run with a judge checks it on known
+    // answers) come from the run directory's log.
+    let summary = results::summarize_dir(
+        &dir,
+        &outcome.items,
+        &outcome.writes,
+        DEFAULT_LENIENCY_LIMIT,
+    )
+    .map_err(bench_err)?;
     if out.is_some() {
         report::write_all(&dir, &summary, &notes).map_err(bench_err)?;
     }
     let result = json!({
         "runs": summary.runs,
+        "judge_checks": summary.judge_checks,
         "notes": notes,
         "failures": outcome.failures,
         "skipped": outcome.skipped,

@@ -121,17 +121,8 @@ pub struct AgenticSummary {
     pub bridge_overhead: LatencyStats,
 }
 
-/// Wilson score interval at 95 %.
-pub fn wilson(successes: usize, n: usize) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 0.0);
-    }
-    let (z, n, p) = (1.959_964, n as f64, successes as f64 / n as f64);
-    let denom = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / denom;
-    let half = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / denom;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
-}
+/// Wilson score interval at 95 % (the harness's one, [`crate::metrics::wilson`]).
+pub use crate::metrics::stats::wilson;
 
 fn add(a: &mut PhaseStats, b: &PhaseStats) {
     a.llm_calls += b.llm_calls;

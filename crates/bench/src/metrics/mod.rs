@@ -11,5 +11,7 @@ pub mod text;
 pub use answer_recall::answer_recall;
 pub use fates::{evidence_fates, EvidenceFates};
 pub use retrieval::{evidence_coverage, recall_at_k, Coverage, CoverageCounts};
-pub use stats::{mcnemar_exact, mcnemar_paired, paired_bootstrap, BootstrapCi, McNemar};
+pub use stats::{
+    cohen_kappa, mcnemar_exact, mcnemar_paired, paired_bootstrap, wilson, BootstrapCi, McNemar,
+};
 pub use text::{bleu1, exact_match, normalize_answer, sub_em, token_f1};

@@ -1,6 +1,7 @@
 //! Paired comparison of two substrates on the same items: the exact McNemar
 //! test on discordant pairs and a seeded paired bootstrap confidence interval
-//! of the difference in means.
+//! of the difference in means; the Wilson score interval of a proportion;
+//! Cohen's kappa of two raters' binary verdicts.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -106,9 +107,101 @@ pub fn paired_bootstrap(
     })
 }
 
+/// Wilson score interval at 95 % of `successes` out of `n`; `(0, 0)` when
+/// `n` is 0.
+pub fn wilson(successes: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let (z, n, p) = (1.959_964, n as f64, successes as f64 / n as f64);
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// Cohen's kappa of two raters' binary verdicts on the same items:
+/// `(p_o − p_e) / (1 − p_e)`, with `p_o` the share of items they agree on
+/// and `p_e` the agreement expected by chance from each rater's own share of
+/// `true`. `None` with no items, or when chance agreement is already 1 (both
+/// raters gave one and the same verdict throughout: kappa is undefined).
+pub fn cohen_kappa(pairs: &[(bool, bool)]) -> Option<f64> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let n = pairs.len() as f64;
+    let agree = pairs.iter().filter(|(a, b)| a == b).count() as f64;
+    let a_yes = pairs.iter().filter(|(a, _)| *a).count() as f64 / n;
+    let b_yes = pairs.iter().filter(|(_, b)| *b).count() as f64 / n;
+    let p_o = agree / n;
+    let p_e = a_yes * b_yes + (1.0 - a_yes) * (1.0 - b_yes);
+    if (1.0 - p_e).abs() < 1e-12 {
+        return None;
+    }
+    Some((p_o - p_e) / (1.0 - p_e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `n` pairs of `(a, b)`.
+    fn pairs(counts: &[((bool, bool), usize)]) -> Vec<(bool, bool)> {
+        counts
+            .iter()
+            .flat_map(|&(p, n)| std::iter::repeat_n(p, n))
+            .collect()
+    }
+
+    #[test]
+    fn kappa_matches_hand_computed_values() {
+        // 50 items: both yes 20, a only 5, b only 10, both no 15.
+        // p_o = 35/50 = 0.7; a says yes 25/50, b 30/50;
+        // p_e = 0.5·0.6 + 0.5·0.4 = 0.5; κ = (0.7 − 0.5)/(1 − 0.5) = 0.4.
+        let k = cohen_kappa(&pairs(&[
+            ((true, true), 20),
+            ((true, false), 5),
+            ((false, true), 10),
+            ((false, false), 15),
+        ]))
+        .unwrap();
+        assert!((k - 0.4).abs() < 1e-12, "{k}");
+        // Perfect agreement with both verdicts present: κ = 1.
+        let k = cohen_kappa(&pairs(&[((true, true), 3), ((false, false), 2)])).unwrap();
+        assert!((k - 1.0).abs() < 1e-12);
+        // Always opposite, half yes each: p_o = 0, p_e = 0.5, κ = −1.
+        let k = cohen_kappa(&pairs(&[((true, false), 4), ((false, true), 4)])).unwrap();
+        assert!((k + 1.0).abs() < 1e-12);
+        // One accepts all, the other rejects all: p_o = 0, p_e = 0, κ = 0.
+        assert_eq!(cohen_kappa(&pairs(&[((true, false), 6)])), Some(0.0));
+        // 10 items: both yes 6, a only 2, b only 1, both no 1: p_o = 0.7,
+        // a yes 0.8, b yes 0.7, p_e = 0.56 + 0.06 = 0.62, κ = 0.08/0.38.
+        let k = cohen_kappa(&pairs(&[
+            ((true, true), 6),
+            ((true, false), 2),
+            ((false, true), 1),
+            ((false, false), 1),
+        ]))
+        .unwrap();
+        assert!((k - 0.08 / 0.38).abs() < 1e-12, "{k}");
+        // Undefined: no items, or both always say yes.
+        assert_eq!(cohen_kappa(&[]), None);
+        assert_eq!(cohen_kappa(&pairs(&[((true, true), 5)])), None);
+    }
+
+    #[test]
+    fn wilson_interval_known_values() {
+        // 5 of 10: centre 0.5, half-width 1.96·sqrt(0.25/10 + 1.96²/400)/(1 + 1.96²/10).
+        let (lo, hi) = wilson(5, 10);
+        assert!(
+            (lo - 0.2366).abs() < 1e-4 && (hi - 0.7634).abs() < 1e-4,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = wilson(0, 20);
+        assert!(lo.abs() < 1e-12, "{lo}");
+        assert!((hi - 0.1611).abs() < 1e-4, "{hi}");
+        assert_eq!(wilson(0, 0), (0.0, 0.0));
+    }
 
     #[test]
     fn mcnemar_known_values() {

@@ -3,6 +3,7 @@
 //! `cargo test -p submem-bench --test suite <module>`, e.g. `shard`.
 
 mod agentic;
+mod judges;
 mod prompts;
 mod runner;
 mod shard;

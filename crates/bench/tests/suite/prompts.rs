@@ -9,7 +9,7 @@ use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::prompt::{JudgeTemplate, ReaderTemplate};
 use submem_bench::reader::ReaderSettings;
-use submem_bench::runner::{run, Models, RunOptions};
+use submem_bench::runner::{run, Judge, Models, RunOptions};
 use submem_core::test_utils::{test_services, ScriptedLlm};
 use submem_core::{Llm, Role};
 
@@ -31,7 +31,7 @@ async fn the_reader_and_judge_are_asked_with_the_runs_templates() {
     let models = Arc::new(Models {
         services: test_services(None),
         reader: Some(reader_llm.clone() as Arc<dyn Llm>),
-        judge: Some(judge_llm.clone() as Arc<dyn Llm>),
+        judges: vec![Judge::new("judge", judge_llm.clone() as Arc<dyn Llm>)],
     });
     let reader = ReaderTemplate::from_text(
         "short.txt",
@@ -92,14 +92,27 @@ async fn the_reader_and_judge_are_asked_with_the_runs_templates() {
             "{user}"
         );
     }
+    // Every answer was judged with the template, and so was every probe of
+    // the judge checks.
     let judged = judge_llm.requests();
-    assert_eq!(judged.len(), asked.len());
+    assert_eq!(judged.len(), asked.len() + out.judge_checks.len());
+    assert!(!out.judge_checks.is_empty());
+    let answers = judged
+        .iter()
+        .filter(|r| r.messages[0].content.ends_with("\nGot: a red Fiat\nSame?"))
+        .count();
+    assert_eq!(answers, asked.len());
     for req in &judged {
         let prompt = &req.messages[0].content;
         assert!(
-            prompt.starts_with("Q: ") && prompt.ends_with("\nGot: a red Fiat\nSame?"),
+            prompt.starts_with("Q: ") && prompt.ends_with("\nSame?"),
             "{prompt}"
         );
+    }
+    for r in &out.judge_checks {
+        assert!(judged.iter().any(|q| q.messages[0]
+            .content
+            .ends_with(&format!("\nGot: {}\nSame?", r.probe.answer))));
     }
     // The first word decides: "Yes" although the reply ends with WRONG.
     assert!(out

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use submem::registry::{Registry, SubstrateSpec};
 use submem_bench::dataset::synthetic::SyntheticSpec;
 use submem_bench::items::{read_jsonl, ItemRecord, WriteRecord};
-use submem_bench::runner::{run, Models, RunOptions, TRAINING_BANK};
+use submem_bench::runner::{run, Judge, Models, RunOptions, TRAINING_BANK};
 use submem_bench::summary::summarize;
 use submem_bench::{BenchError, Dataset, DatasetKind};
 use submem_core::test_utils::{test_services, ScriptedLlm};
@@ -48,7 +48,7 @@ fn models(reader: bool) -> Arc<Models> {
     Arc::new(Models {
         services: test_services(None),
         reader: r,
-        judge: j,
+        judges: j.map(|j| Judge::new("judge", j)).into_iter().collect(),
     })
 }
 
@@ -69,7 +69,7 @@ fn with_memory_llm(llm: Arc<dyn Llm>, reader: Option<Arc<dyn Llm>>) -> Arc<Model
     Arc::new(Models {
         services: test_services(Some(llm)),
         reader,
-        judge: None,
+        judges: vec![],
     })
 }
 
@@ -177,6 +177,19 @@ async fn reader_sample_and_judge() {
     let s = summarize(&out.items, &out.writes);
     assert_eq!(s.runs[0].number("P4"), Some(0.0));
     assert_eq!(s.runs[0].number("answered"), Some(4.0));
+    // The judge was also checked on known answers, over every question the
+    // run asks (not only the reader's sample), and rejected them all.
+    let probed: HashSet<&str> = out
+        .judge_checks
+        .iter()
+        .map(|r| r.probe.question_id.as_str())
+        .collect();
+    assert!(probed.len() > 4, "{probed:?}");
+    assert!(out
+        .judge_checks
+        .iter()
+        .all(|r| r.judge == "judge" && r.accepted == Some(false)));
+    assert!(dir.path().join("judge_checks.jsonl").is_file());
 }
 
 /// Test services and `reader`, no judge.
@@ -184,7 +197,7 @@ fn reader_only(reader: Arc<dyn Llm>) -> Arc<Models> {
     Arc::new(Models {
         services: test_services(None),
         reader: Some(reader),
-        judge: None,
+        judges: vec![],
     })
 }
 
@@ -503,7 +516,7 @@ async fn the_training_bank_is_built_once_and_restored_per_episode() {
     let m = Arc::new(Models {
         services: test_services(Some(llm.clone() as Arc<dyn Llm>)),
         reader: None,
-        judge: None,
+        judges: vec![],
     });
     let o = RunOptions {
         budgets: vec![512],

@@ -44,7 +44,7 @@ fn models(memory_llm: Option<Arc<dyn Llm>>) -> Arc<Models> {
     Arc::new(Models {
         services: test_services(memory_llm),
         reader,
-        judge: None,
+        judges: vec![],
     })
 }
 

@@ -296,7 +296,10 @@ def bench(
     ``baselines=False`` the packing baselines are added. The result has
     ``runs`` (one dict per substrate × budget × k, with ``metrics`` by id:
     ``R@k``, ``coverage``, ``E4``...), ``notes``, ``failures`` and
-    ``skipped``. With ``out=`` the usual files are written there.
+    ``skipped``; a run with a judge (``reader=`` and ``judge=``) also checks
+    it on known answers (20 sampled questions) and has ``judge_checks``:
+    its strictness and leniency, as in ``summary.json``. With ``out=`` the
+    usual files are written there.
     """
     return _submem.bench(
         dataset,
