@@ -197,6 +197,15 @@ pub async fn job(
     Ok(Json(service::job(&state, &caller, &id)?))
 }
 
+/// `DELETE /v1/jobs/{id}`: cancels a comparison's build.
+pub async fn cancel_job(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiPath(id): ApiPath,
+) -> Result<Json<crate::jobs::Job>> {
+    Ok(Json(service::cancel_job(&state, &caller, &id)?))
+}
+
 /// `POST /v1/namespaces/{ns}/compare`: the namespace rendered by several
 /// substrates for one question and budget.
 pub async fn compare(
@@ -204,8 +213,13 @@ pub async fn compare(
     caller: Caller,
     ApiPath(name): ApiPath,
     ApiJson(req): ApiJson<crate::compare::CompareRequest>,
-) -> Result<Json<Value>> {
-    Ok(Json(
-        crate::compare::compare(&state, &caller, &name, &req).await?,
-    ))
+) -> Result<Response> {
+    Ok(
+        match crate::compare::compare(&state, &caller, &name, &req).await? {
+            crate::compare::Compared::Done(v) => Json(v).into_response(),
+            crate::compare::Compared::Building(v) => {
+                (StatusCode::ACCEPTED, Json(v)).into_response()
+            }
+        },
+    )
 }

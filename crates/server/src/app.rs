@@ -38,6 +38,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/namespaces/{ns}/footprint"),
     ("get", "/v1/namespaces/{ns}/meter"),
     ("get", "/v1/jobs/{id}"),
+    ("delete", "/v1/jobs/{id}"),
     ("get", "/v1/reports"),
     ("get", "/v1/reports/{run}/summary"),
     ("get", "/v1/reports/{run}/items"),
@@ -61,7 +62,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/namespaces/{ns}/manage", post(api::manage))
         .route("/v1/namespaces/{ns}/footprint", get(api::footprint))
         .route("/v1/namespaces/{ns}/meter", get(api::meter))
-        .route("/v1/jobs/{id}", get(api::job))
+        .route("/v1/jobs/{id}", get(api::job).delete(api::cancel_job))
         .route_layer(middleware::from_fn_with_state(
             Forwarding {
                 forwarder: state.forwarder.clone(),

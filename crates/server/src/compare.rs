@@ -17,13 +17,18 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::auth::Caller;
+use crate::compare_cache::Key;
 pub use crate::compare_cache::{CompareCache, CACHE_ENTRIES};
+use crate::jobs::{Job, JobState};
 use crate::service::{self, AppState, ReadRequest};
 use crate::{Result, ServerError};
-use submem_core::{Resolution, SourceHit, Substrate};
+use submem::registry::SubstrateSpec;
+use submem_core::{Event, Resolution, SourceHit, Substrate};
 
 /// Most substrates one comparison renders.
 pub const MAX_SUBSTRATES: usize = 4;
@@ -46,14 +51,36 @@ pub struct CompareRequest {
     pub k: Option<usize>,
 }
 
+/// Events a build writes per call: its progress and cancel granularity.
+const BUILD_BATCH: usize = 16;
+
+/// What a comparison answers: the columns, or (while some substrate is
+/// still being built) the build jobs to follow.
+#[derive(Debug)]
+pub enum Compared {
+    /// Every substrate was read (`200`).
+    Done(Value),
+    /// Some builds outlasted the wait (`202`): `pending` lists their jobs.
+    Building(Value),
+}
+
+/// How long a comparison waits for its builds before answering with their
+/// progress: half the request timeout, at most 5 s.
+fn build_wait(state: &AppState) -> Duration {
+    Duration::from_millis((state.store.config.request_timeout_s * 500).min(5_000))
+}
+
 /// Renders the namespace `name` with each requested substrate; one JSON
-/// object per substrate with its recall, latency, gold fates and diff.
+/// object per substrate with its recall, latency, gold fates and diff. A
+/// substrate not yet built for the namespace's current history is built by a
+/// background job ([`crate::jobs`], kind `build`) whose result is kept; when
+/// a build outlasts [`build_wait`] the answer is [`Compared::Building`].
 pub async fn compare(
     state: &AppState,
     caller: &Caller,
     name: &str,
     req: &CompareRequest,
-) -> Result<Value> {
+) -> Result<Compared> {
     if req.substrates.is_empty() || req.substrates.len() > MAX_SUBSTRATES {
         return Err(ServerError::BadRequest(format!(
             "give 1 to {MAX_SUBSTRATES} substrates, got {}",
@@ -93,25 +120,81 @@ pub async fn compare(
     let query = service::query_of(&h, &read)?;
     let (log_end, _, _) = h.offsets();
     let events = h.live_events().await?;
+    let key_of = |spec: &SubstrateSpec| (name.to_string(), format!("{spec:?}"), log_end);
+    let mut jobs = Vec::new();
+    for spec in &specs {
+        let key = key_of(spec);
+        if state.compare.get(&key).is_some() {
+            continue;
+        }
+        let job = match state.compare.building(&key) {
+            Some(job) => job,
+            None => start_build(state, &h.ns, spec, key, events.clone())?,
+        };
+        jobs.push(job);
+    }
+    // Wait a while for the builds; an answer must come before the request
+    // times out, so a longer build is followed through its job instead.
+    let deadline = Instant::now() + build_wait(state);
+    loop {
+        let states: Vec<Job> = jobs
+            .iter()
+            .filter_map(|id| state.store.jobs.get(id))
+            .collect();
+        if let Some(failed) = states
+            .iter()
+            .find(|j| matches!(j.state, JobState::Failed | JobState::Cancelled))
+        {
+            let what = failed.substrate.as_deref().unwrap_or("a substrate");
+            return Err(match failed.state {
+                JobState::Cancelled => ServerError::BadRequest(format!(
+                    "the build of {what} ({}) was cancelled; compare again to rebuild it",
+                    failed.id
+                )),
+                _ => ServerError::Internal(format!(
+                    "building {what}: {}",
+                    failed.error.as_deref().unwrap_or("failed")
+                )),
+            });
+        }
+        let running: Vec<&Job> = states
+            .iter()
+            .filter(|j| matches!(j.state, JobState::Queued | JobState::Running))
+            .collect();
+        if running.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Ok(Compared::Building(json!({
+                "namespace": name, "question": req.question, "budget": req.budget,
+                "pending": running,
+            })));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut columns = Vec::new();
     for spec in specs {
-        let label = format!("{spec:?}");
-        let key = (name.to_string(), label, log_end);
-        let (substrate, built_ms) = match state.compare.get(&key) {
+        let (substrate, built_ms) = match state.compare.get(&key_of(&spec)) {
             Some(s) => (s, 0.0),
+            // Evicted between its build and now (more than CACHE_ENTRIES
+            // substrates compared at once): built again, inline.
             None => {
                 let start = Instant::now();
                 let s = state.store.build_detached(&spec)?;
-                let batch = state.store.config.limits.max_batch.max(1);
-                for chunk in events.chunks(batch) {
+                for chunk in events.chunks(state.store.config.limits.max_batch.max(1)) {
                     s.write(&h.ns, chunk)
                         .await
                         .map_err(|e| ServerError::Internal(format!("{}: {e}", spec.name)))?;
                 }
-                state.compare.put(key, s.clone());
                 (s, start.elapsed().as_secs_f64() * 1e3)
             }
         };
+        let built_ms = jobs
+            .iter()
+            .filter_map(|id| state.store.jobs.get(id))
+            .find(|j| j.substrate.as_deref() == Some(v_name(&spec).as_str()))
+            .and_then(|j| j.elapsed_ms)
+            .map_or(built_ms, |ms| ms as f64);
         let start = Instant::now();
         let recall = substrate
             .read(&query)
@@ -186,13 +269,72 @@ pub async fn compare(
             "evidence": evidence,
         }));
     }
-    Ok(
-        json!({"namespace": name, "question": req.question, "budget": req.budget,
-        "substrates": out.len(), "results": out}),
-    )
+    Ok(Compared::Done(
+        json!({"namespace": name, "question": req.question,
+        "budget": req.budget, "substrates": out.len(), "results": out}),
+    ))
 }
 
-fn v_name(spec: &submem::registry::SubstrateSpec) -> String {
+/// Starts the background build of `spec` over `events` for `key`: a job of
+/// kind `build` that writes the events [`BUILD_BATCH`] at a time, reporting
+/// progress and stopping when cancelled, and keeps the built substrate in
+/// the comparison cache. Returns the job's id.
+fn start_build(
+    state: &AppState,
+    ns: &submem_core::Namespace,
+    spec: &SubstrateSpec,
+    key: Key,
+    events: Arc<Vec<Event>>,
+) -> Result<String> {
+    let substrate = state.store.build_detached(spec)?;
+    let (id, cancel) = state
+        .store
+        .jobs
+        .create_build(&key.0, &v_name(spec), events.len());
+    state.compare.start_building(key.clone(), id.clone());
+    let (jobs, cache, ns, job) = (
+        state.store.jobs.clone(),
+        state.compare.clone(),
+        ns.clone(),
+        id.clone(),
+    );
+    let label = spec.name.clone();
+    let (jobs2, cache2, key2, job2) = (jobs.clone(), cache.clone(), key.clone(), job.clone());
+    let work = tokio::spawn(async move {
+        let start = Instant::now();
+        let mut done = 0;
+        for chunk in events.chunks(BUILD_BATCH) {
+            if cancel.load(Ordering::SeqCst) {
+                tracing::info!(job = %job, substrate = %label, done, "comparison build cancelled");
+                cache.stop_building(&key);
+                jobs.finish_cancelled(&job);
+                return;
+            }
+            if let Err(e) = substrate.write(&ns, chunk).await {
+                cache.stop_building(&key);
+                jobs.finish(&job, Some(format!("{label}: {e}")));
+                return;
+            }
+            done += chunk.len();
+            jobs.progress(&job, done, start.elapsed().as_millis() as u64);
+        }
+        cache.put(key.clone(), substrate);
+        cache.stop_building(&key);
+        jobs.progress(&job, done, start.elapsed().as_millis() as u64);
+        jobs.finish(&job, None);
+    });
+    // A substrate that panics mid-build fails its job instead of leaving it
+    // running forever.
+    tokio::spawn(async move {
+        if let Err(e) = work.await {
+            cache2.stop_building(&key2);
+            jobs2.finish(&job2, Some(format!("the build stopped: {e}")));
+        }
+    });
+    Ok(id)
+}
+
+fn v_name(spec: &SubstrateSpec) -> String {
     if spec.settings.is_empty() {
         spec.name.clone()
     } else {

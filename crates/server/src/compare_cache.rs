@@ -19,6 +19,8 @@ pub(crate) type Key = (String, String, u64);
 #[derive(Default)]
 pub struct CompareCache {
     entries: Mutex<Vec<(Key, Arc<Metered>)>>,
+    /// Builds under way, by key: their job ids.
+    building: Mutex<Vec<(Key, String)>>,
 }
 
 impl std::fmt::Debug for CompareCache {
@@ -44,6 +46,27 @@ impl CompareCache {
             while e.len() > CACHE_ENTRIES {
                 e.remove(0);
             }
+        }
+    }
+
+    /// The job building `key`, if one is under way.
+    pub(crate) fn building(&self, key: &Key) -> Option<String> {
+        let b = self.building.lock().ok()?;
+        b.iter().find(|(k, _)| k == key).map(|(_, id)| id.clone())
+    }
+
+    /// Records that job `id` builds `key`.
+    pub(crate) fn start_building(&self, key: Key, id: String) {
+        if let Ok(mut b) = self.building.lock() {
+            b.retain(|(k, _)| k != &key);
+            b.push((key, id));
+        }
+    }
+
+    /// Forgets the build of `key` (finished, failed or cancelled).
+    pub(crate) fn stop_building(&self, key: &Key) {
+        if let Ok(mut b) = self.building.lock() {
+            b.retain(|(k, _)| k != key);
         }
     }
 

@@ -95,10 +95,12 @@ fn components() -> Value {
             "ForgetRequest": {"type": "object", "required": ["source_ids"], "properties": {
                 "source_ids": {"type": "array", "items": {"type": "string"}}}},
             "Job": {"type": "object", "properties": {
-                "id": {"type": "string"}, "namespace": {"type": "string"}, "kind": {"enum": ["write", "manage"]},
-                "state": {"enum": ["queued", "running", "done", "failed"]}, "events": {"type": "integer"},
+                "id": {"type": "string"}, "namespace": {"type": "string"}, "kind": {"enum": ["write", "manage", "build"]},
+                "substrate": {"type": "string", "description": "the substrate a comparison's build builds"},
+                "state": {"enum": ["queued", "running", "done", "failed", "cancelled"]}, "events": {"type": "integer"},
                 "events_done": {"type": "integer"}, "error": {"type": "string"},
-                "created_unix": {"type": "integer"}, "finished_unix": {"type": "integer"}}}
+                "created_unix": {"type": "integer"}, "finished_unix": {"type": "integer"},
+                "elapsed_ms": {"type": "integer", "description": "how long a build has run"}}}
         }
     })
 }
@@ -200,9 +202,13 @@ pub fn document() -> Value {
             "/v1/namespaces/{ns}/read": {"post": op("Recall memory under a token budget", ns, Some(body(schema("ReadRequest"))),
                 json!({"200": ok("recall", schema("ReadResponse")), "400": e, "401": e, "404": e, "413": e}), true)},
             "/v1/namespaces/{ns}/compare": {"post": op(
-                "Render the namespace's live history with 1 to 4 substrates (built from the registry, cached per namespace, spec and log length) for one question and budget; gold source ids are marked where each shows them",
+                "Render the namespace's live history with 1 to 4 substrates (built from the registry by background jobs, kept per namespace, spec and log length) for one question and budget; each gold id's fate, and what each substrate shows that others do not",
                 ns, Some(body(compare_request())),
                 json!({"200": ok("one recall per substrate", compare_response()),
+                    "202": ok("some substrates are still being built: follow their jobs, then ask again",
+                        json!({"type": "object", "properties": {"namespace": {"type": "string"},
+                            "question": {"type": "string"}, "budget": {"type": "integer"},
+                            "pending": {"type": "array", "items": schema("Job")}}})),
                     "400": e, "401": e, "404": e, "413": e}), true)},
             "/v1/namespaces/{ns}/forget": {"post": op("Forget events by source id (durable)", ns, Some(body(schema("ForgetRequest"))),
                 json!({"200": ok("forgotten", json!({"type": "object", "properties": {"forgotten": {"type": "integer"}}})),
@@ -215,7 +221,9 @@ pub fn document() -> Value {
             "/v1/namespaces/{ns}/meter": {"get": op("Per-phase calls, tokens and latency (the meter)", ns, None,
                 json!({"200": ok("meter", obj.clone()), "401": e, "404": e}), true)},
             "/v1/jobs/{id}": {"get": op("A background job's state and progress", &["id"], None,
-                json!({"200": ok("job", schema("Job")), "401": e, "404": e}), true)},
+                json!({"200": ok("job", schema("Job")), "401": e, "404": e}), true),
+                "delete": op("Cancel a comparison's build (kind build; writes cannot be cancelled)", &["id"], None,
+                json!({"200": ok("the job, asked to stop", schema("Job")), "400": e, "401": e, "404": e}), true)},
             "/v1/reports": {"get": op("Bench report runs under the server's reports directory (any valid key)", &[], None,
                 json!({"200": ok("runs", json!({"type": "object", "properties": {
                     "configured": {"type": "boolean"},

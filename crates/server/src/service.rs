@@ -43,8 +43,9 @@ pub struct AppState {
     /// How this node reaches the others (PostgreSQL store with several
     /// nodes); `None` for the file store.
     pub forwarder: Option<Forwarder>,
-    /// Substrates built for side-by-side comparisons ([`crate::compare`]).
-    pub compare: CompareCache,
+    /// Substrates built for side-by-side comparisons ([`crate::compare`]),
+    /// shared with the build jobs that fill it.
+    pub compare: std::sync::Arc<CompareCache>,
 }
 
 /// Largest `k` a read may ask for.
@@ -550,6 +551,22 @@ pub fn job(state: &AppState, caller: &Caller, id: &str) -> Result<crate::jobs::J
         Some(j) if caller.covers(&j.namespace) => Ok(j),
         _ => Err(ServerError::JobNotFound(id.into())),
     }
+}
+
+/// Cancels the comparison build `id`, if the caller may see its namespace.
+pub fn cancel_job(state: &AppState, caller: &Caller, id: &str) -> Result<crate::jobs::Job> {
+    use crate::jobs::CancelRefused;
+    job(state, caller, id)?;
+    state.store.jobs.cancel(id).map_err(|why| match why {
+        CancelRefused::Unknown => ServerError::JobNotFound(id.into()),
+        CancelRefused::NotABuild(kind) => ServerError::BadRequest(format!(
+            "{id} is a {kind} job: only comparison builds can be cancelled (a write is applied \
+             whole or not at all)"
+        )),
+        CancelRefused::Finished(state) => {
+            ServerError::BadRequest(format!("{id} has already finished ({state:?})"))
+        }
+    })
 }
 
 #[cfg(test)]

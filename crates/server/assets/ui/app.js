@@ -429,6 +429,8 @@ async function compare(ev) {
   box.hidden = true;
   $("cmp-caption").textContent = "";
   $("cmp-error").textContent = "";
+  $("cmp-progress").replaceChildren();
+  following++;
   try {
     const ns = need();
     const gold = idList("cmp-gold");
@@ -439,7 +441,12 @@ async function compare(ev) {
       gold,
     };
     status("comparing…");
-    const { data } = await api("POST", nsPath(ns, "/compare"), body);
+    const answer = await api("POST", nsPath(ns, "/compare"), body);
+    if (answer.status === 202) {
+      followBuilds(answer.data.pending, ev);
+      return;
+    }
+    const { data } = answer;
     const contents = await contentsOf(ns);
     const goldText = gold.map((g) => contents.get(g)).filter(Boolean);
     const isGold = (line) => gold.some((g) => line.includes(g)) || goldText.some((c) => line.includes(c));
@@ -502,6 +509,68 @@ async function compare(ev) {
     $("cmp-error").textContent = e.message;
     status(e.message, true);
   }
+}
+
+// A comparison whose substrates are still being built: each build's
+// progress in place, with a cancel; when all are built, the comparison is
+// asked again and served from the kept builds.
+let following = 0;
+
+function followBuilds(pending, ev) {
+  const run = ++following;
+  const box = $("cmp-progress");
+  const rows = new Map();
+  box.replaceChildren(...pending.map((j) => {
+    const li = document.createElement("li");
+    li.dataset.job = j.id;
+    const text = document.createElement("span");
+    const bar = document.createElement("progress");
+    bar.max = Math.max(1, j.events);
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.textContent = "Cancel";
+    cancel.setAttribute("aria-label", `cancel the build of ${j.substrate}`);
+    cancel.addEventListener("click", async () => {
+      try { await api("DELETE", `/v1/jobs/${encodeURIComponent(j.id)}`); } catch (e) { $("cmp-error").textContent = e.message; }
+    });
+    li.append(text, " ", bar, " ", cancel);
+    rows.set(j.id, { li, text, bar });
+    return li;
+  }));
+  const draw = (j) => {
+    const r = rows.get(j.id);
+    if (!r) return;
+    const s = (j.elapsed_ms ?? 0) / 1000;
+    const rate = s > 0 ? (j.events_done / s).toFixed(1) : "–";
+    r.text.textContent = `${j.substrate}: ${j.state}, ${j.events_done} / ${j.events} events · ${s.toFixed(1)} s · ${rate} events/s`;
+    r.bar.value = j.events_done;
+    r.li.dataset.state = j.state;
+  };
+  pending.forEach(draw);
+  status(`building ${pending.map((j) => j.substrate).join(", ")}…`);
+  const poll = async () => {
+    if (run !== following) return; // a newer comparison took over
+    try {
+      const jobs = await Promise.all(pending.map((j) => api("GET", `/v1/jobs/${encodeURIComponent(j.id)}`).then((a) => a.data)));
+      jobs.forEach(draw);
+      const stopped = jobs.find((j) => j.state === "failed" || j.state === "cancelled");
+      if (stopped) {
+        const why = stopped.state === "cancelled" ? "was cancelled; Compare rebuilds it" : `failed: ${stopped.error}`;
+        $("cmp-error").textContent = `the build of ${stopped.substrate} ${why}`;
+        status($("cmp-error").textContent, true);
+        return;
+      }
+      if (jobs.every((j) => j.state === "done")) {
+        compare(ev);
+        return;
+      }
+    } catch (e) {
+      $("cmp-error").textContent = e.message;
+      return;
+    }
+    setTimeout(poll, 400);
+  };
+  setTimeout(poll, 400);
 }
 
 function init() {

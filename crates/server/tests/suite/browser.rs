@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::port::loopback_port;
-use crate::common::{call, start, turn};
+use crate::common::{call, start_with_llm, turn, SlowLlm};
 use submem_server::config::ServerConfig;
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -250,7 +250,12 @@ async fn inspector_in_headless_chromium() {
     }
     let mut config = ServerConfig::new();
     config.reports_dir = Some(reports.path().to_path_buf());
-    let s = start(dir.path(), config).await;
+    // A comparison waits 1.5 s for its builds (half the request timeout); a
+    // slow memory LLM makes A-Mem's build outlast that, so the page has to
+    // follow it as a job.
+    config.request_timeout_s = 3;
+    let llm = std::sync::Arc::new(SlowLlm(Duration::from_millis(60)));
+    let s = start_with_llm(dir.path(), config, Some(llm)).await;
     let d = Driver::start().await;
     let shots = shots_dir();
 
@@ -486,6 +491,57 @@ async fn inspector_in_headless_chromium() {
         )
         .await;
     assert_eq!(row, json!(["all", 0]), "aligned: {row}");
+
+    // A substrate whose build outlasts the request: its progress in place,
+    // a cancel, then a rerun that completes and is drawn.
+    d.type_into("#cmp-substrates", "m4").await;
+    d.click("#cmp-form button[type=submit]").await;
+    let progress = d
+        .wait(
+            "the build's progress",
+            "const li = document.querySelector('#cmp-progress li[data-state=\"running\"]'); \
+             return li && /events/.test(li.textContent) ? li.textContent : null",
+        )
+        .await;
+    eprintln!("progress: {progress}");
+    assert!(
+        progress.as_str().unwrap().starts_with("m4: running"),
+        "{progress}"
+    );
+    d.js("document.getElementById('cmp-h').scrollIntoView(); return true")
+        .await;
+    d.screenshot(&shots.join("compare-building.png")).await;
+    d.click("#cmp-progress li button").await;
+    let cancelled = d
+        .wait(
+            "the cancel",
+            "const t = document.getElementById('cmp-error').textContent; \
+             return /cancelled/.test(t) ? t : null",
+        )
+        .await;
+    assert!(
+        cancelled
+            .as_str()
+            .unwrap()
+            .contains("the build of m4 was cancelled"),
+        "{cancelled}"
+    );
+    assert_eq!(
+        d.js("return document.querySelectorAll('.cmp-col').length")
+            .await,
+        json!(0)
+    );
+    d.click("#cmp-form button[type=submit]").await;
+    d.wait(
+        "the rebuilt comparison",
+        "return document.querySelector('.cmp-col[data-substrate=\"m4\"]') !== null",
+    )
+    .await;
+    assert_eq!(
+        d.js("return document.getElementById('cmp-error').textContent")
+            .await,
+        json!("")
+    );
     d.js("document.getElementById('cmp-h').scrollIntoView(); return true")
         .await;
     d.screenshot(&shots.join("side-by-side.png")).await;

@@ -4,8 +4,10 @@
 //! `/v1` still refuses the page's calls without a key; and every element the
 //! script looks up by id is on the page.
 
-use crate::common::{call, start, turn};
+use crate::common::{call, start, start_with_llm, turn, SlowLlm};
 use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
 use submem_server::config::ServerConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,4 +459,149 @@ async fn bench_reports_are_served_by_run_name_to_any_key() {
     config.reports_dir = Some(reports.path().join("missing"));
     let err = submem_server::config::ServerConfig::validate(&config).unwrap_err();
     assert!(err.to_string().contains("not a directory"), "{err}");
+}
+
+/// Polls job `id` until `done(job)` holds (at most 60 s).
+async fn job_until(
+    s: &crate::common::Running,
+    id: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (st, job) = call(s, "GET", &format!("/v1/jobs/{id}"), None, None).await;
+        assert_eq!(st, 200, "{job}");
+        if done(&job) {
+            return job;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} stuck: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_build_runs_as_a_job_that_reports_progress_cancels_and_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServerConfig::new();
+    // A comparison waits half the request timeout for its builds.
+    config.request_timeout_s = 1;
+    let s = start_with_llm(
+        dir.path(),
+        config,
+        Some(Arc::new(SlowLlm(Duration::from_millis(40)))),
+    )
+    .await;
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces",
+        None,
+        Some(json!({"name": "n", "substrate": "m2"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+    let events: Vec<_> = (0..40)
+        .map(|i| {
+            turn(
+                &format!("D1:{i}"),
+                &format!("turn {i} about the weather and trains"),
+            )
+        })
+        .collect();
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/events",
+        None,
+        Some(json!({"events": events})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    // A-Mem writes a note per turn with its memory LLM.
+    let req = json!({"substrates": ["m2", "m4"], "question": "what about the trains",
+        "budget": 512, "gold": ["D1:3"]});
+
+    // The LLM-written build outlasts the wait: 202 with its job.
+    let (st, pending) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/compare",
+        None,
+        Some(req.clone()),
+    )
+    .await;
+    assert_eq!(st, 202, "{pending}");
+    let jobs = pending["pending"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "m2 builds within the wait: {pending}");
+    let job = jobs[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(jobs[0]["kind"], "build");
+    assert_eq!(jobs[0]["substrate"], "m4");
+    assert_eq!(jobs[0]["events"], 40);
+    let moving = job_until(&s, &job, |j| j["events_done"].as_u64() > Some(0)).await;
+    assert_eq!(moving["state"], "running", "{moving}");
+    assert!(moving["elapsed_ms"].as_u64().is_some(), "{moving}");
+
+    // Asked again meanwhile: the same job, not a second build.
+    let (st, again) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/compare",
+        None,
+        Some(req.clone()),
+    )
+    .await;
+    assert_eq!(st, 202, "{again}");
+    assert_eq!(again["pending"][0]["id"], job.as_str());
+
+    // Cancelled: the job says so, the comparison waiting on it says why.
+    let (st, body) = call(&s, "DELETE", &format!("/v1/jobs/{job}"), None, None).await;
+    assert_eq!(st, 200, "{body}");
+    let cancelled = job_until(&s, &job, |j| j["state"] != "running").await;
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert!(cancelled["events_done"].as_u64() < Some(40), "{cancelled}");
+    let (st, body) = call(&s, "DELETE", &format!("/v1/jobs/{job}"), None, None).await;
+    assert_eq!(st, 400, "a finished job cannot be cancelled: {body}");
+    let (st, body) = call(&s, "DELETE", "/v1/jobs/job-999", None, None).await;
+    assert_eq!(st, 404, "{body}");
+
+    // A rerun builds again, to the end; the next comparison is served from
+    // the kept build.
+    let (st, rerun) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/compare",
+        None,
+        Some(req.clone()),
+    )
+    .await;
+    assert_eq!(st, 202, "{rerun}");
+    let second = rerun["pending"][0]["id"].as_str().unwrap().to_string();
+    assert_ne!(second, job, "a cancelled build is not reused");
+    let done = job_until(&s, &second, |j| j["state"] != "running").await;
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(done["events_done"], 40, "{done}");
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/v1/namespaces/n/compare",
+        None,
+        Some(req.clone()),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let notes = &body["results"][1];
+    assert_eq!(notes["substrate"], "m4");
+    assert!(notes["tokens"].as_u64().unwrap() <= 512, "{notes}");
+    assert_eq!(
+        notes["build_ms"], 0.0,
+        "served from the kept build: {notes}"
+    );
+    assert!(done["elapsed_ms"].as_u64() > Some(0), "{done}");
+    let (st, cached) = call(&s, "POST", "/v1/namespaces/n/compare", None, Some(req)).await;
+    assert_eq!(st, 200, "{cached}");
+    assert_eq!(cached["results"][1]["text"], notes["text"]);
+    s.stop().await;
 }

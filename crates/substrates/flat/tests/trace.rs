@@ -4,9 +4,7 @@
 //! for M1, M2 and the hybrid, in top-k and fill reads.
 
 use submem_core::test_utils::test_services;
-use submem_core::{
-    Event, EvidenceFate, Namespace, Query, ReadTrace, Substrate, TokenCounter, Turn,
-};
+use submem_core::{Event, EvidenceFate, Namespace, Query, ReadTrace, Substrate, Turn};
 use submem_flat::{
     DenseConfig, DenseMemory, HybridConfig, HybridMemory, SparseConfig, SparseMemory,
 };

@@ -154,3 +154,27 @@ pub fn enc(ns: &str) -> String {
     }
     out
 }
+
+/// A memory LLM that takes `delay` per call and answers with one line: slow
+/// enough for a comparison's build to outlast the request, so its job's
+/// progress, cancel and kept result can be driven.
+#[derive(Debug)]
+pub struct SlowLlm(pub std::time::Duration);
+
+#[async_trait::async_trait]
+impl Llm for SlowLlm {
+    fn name(&self) -> &str {
+        "slow-test-llm"
+    }
+
+    async fn complete(
+        &self,
+        _request: &submem_core::ChatRequest,
+    ) -> Result<submem_core::Completion, submem_core::ServiceError> {
+        tokio::time::sleep(self.0).await;
+        Ok(submem_core::Completion {
+            text: "Ben noted a fact about the weather.".into(),
+            usage: submem_core::Usage::default(),
+        })
+    }
+}
