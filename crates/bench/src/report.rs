@@ -359,7 +359,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
                 if traced {
                     let _ = write!(
                         out,
-                        " {} | {} | {} | {} |",
+                        " {} | {} | {} | {} | {} |",
                         cell(o, "not_ranked"),
                         cell(o, "ranked_too_low"),
                         cell(o, "crowded_out"),
