@@ -27,6 +27,9 @@ pub const EPISODES_JS: &str = include_str!("../assets/ui/episodes.js");
 /// Evidence fates, block ordering and side-by-side diffs (an ES module the
 /// page's script imports; it imports nothing).
 pub const EVIDENCE_JS: &str = include_str!("../assets/ui/evidence.js");
+/// The view in the URL and the downloads (an ES module the page's script
+/// imports; it imports nothing).
+pub const VIEW_JS: &str = include_str!("../assets/ui/view.js");
 /// The page's style sheet.
 pub const STYLE_CSS: &str = include_str!("../assets/ui/style.css");
 
@@ -37,6 +40,7 @@ pub const PATHS: &[&str] = &[
     "/ui/app.js",
     "/ui/episodes.js",
     "/ui/evidence.js",
+    "/ui/view.js",
     "/ui/style.css",
 ];
 
@@ -72,6 +76,10 @@ async fn evidence_js() -> Response {
     asset("text/javascript; charset=utf-8", EVIDENCE_JS)
 }
 
+async fn view_js() -> Response {
+    asset("text/javascript; charset=utf-8", VIEW_JS)
+}
+
 async fn style_css() -> Response {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
@@ -84,5 +92,6 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/ui/app.js", get(app_js))
         .route("/ui/episodes.js", get(episodes_js))
         .route("/ui/evidence.js", get(evidence_js))
+        .route("/ui/view.js", get(view_js))
         .route("/ui/style.css", get(style_css))
 }

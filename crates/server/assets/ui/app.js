@@ -3,6 +3,7 @@
 // `Authorization: Bearer`; nothing else is stored.
 
 import { alignedTable, arrangeBlocks, evidenceItems, jumpToBlock, shareOf } from "/ui/evidence.js";
+import { compareMarkdown, offer, readView, writeView } from "/ui/view.js";
 
 const $ = (id) => document.getElementById(id);
 const idList = (id) => $(id).value.split(",").map((x) => x.trim()).filter(Boolean);
@@ -81,7 +82,50 @@ async function select(name) {
   for (const tr of $("ns-table").querySelectorAll("tbody tr")) {
     tr.className = tr.dataset.ns === name ? "selected" : "";
   }
+  saveView();
   await showFootprint();
+}
+
+// The report run and point on view, for the URL.
+const reportView = { run: "", point: "" };
+
+// Keeps the page's view in the URL (never the key).
+function saveView() {
+  writeView({
+    ns: current, q: $("question").value, b: $("budget").value, t: $("trace-ids").value,
+    cs: $("cmp-substrates").value, cq: $("cmp-question").value, cb: $("cmp-budget").value,
+    cg: $("cmp-gold").value, ca: $("cmp-align").checked ? "1" : "",
+    run: reportView.run, pt: reportView.point,
+  });
+}
+
+// Opens the view a URL names: the namespace, its render and comparison, the
+// served report run and its point.
+async function restoreView() {
+  const v = readView();
+  const set = (id, value) => { if (value !== undefined) $(id).value = value; };
+  set("question", v.q);
+  set("budget", v.b);
+  $("budget-out").value = $("budget").value;
+  set("trace-ids", v.t);
+  set("cmp-substrates", v.cs);
+  set("cmp-question", v.cq);
+  set("cmp-budget", v.cb);
+  set("cmp-gold", v.cg);
+  $("cmp-align").checked = v.ca === "1";
+  const replay = { preventDefault() {} };
+  if (v.ns) {
+    await select(v.ns);
+    if (v.q) await read(replay);
+    if (v.cq) await compare(replay);
+  }
+  if (v.run && [...$("rep-run").options].some((o) => o.value === v.run)) {
+    $("rep-run").value = v.run;
+    await openServedReport(replay);
+    const run = report.runs.find((r) => `${r.substrate}@${r.budget}` === v.pt);
+    if (run) selectRun(run);
+  }
+  $("status").dataset.restored = "1";
 }
 
 async function showFootprint() {
@@ -300,6 +344,9 @@ async function read(ev) {
     }
     show(data, budget, answered - t0, contents);
     $("read-facts").dataset.renderMs = (performance.now() - answered).toFixed(1);
+    offer($("read-export"), `${ns}-read-${budget}.json`, "application/json",
+      JSON.stringify({ namespace: ns, request: body, response: data }, null, 2));
+    saveView();
     let calls = "–";
     try {
       const meter = (await api("GET", nsPath(ns, "/meter"))).data;
@@ -430,6 +477,8 @@ async function compare(ev) {
   $("cmp-caption").textContent = "";
   $("cmp-error").textContent = "";
   $("cmp-progress").replaceChildren();
+  $("cmp-export-json").hidden = true;
+  $("cmp-export-md").hidden = true;
   following++;
   try {
     const ns = need();
@@ -504,6 +553,10 @@ async function compare(ev) {
       box.replaceChildren(alignedTable(data.results, blocks));
       box.hidden = false;
     }
+    offer($("cmp-export-json"), `${ns}-compare-${data.budget}.json`, "application/json",
+      JSON.stringify({ namespace: ns, request: body, response: data }, null, 2));
+    offer($("cmp-export-md"), `${ns}-compare-${data.budget}.md`, "text/markdown", compareMarkdown(ns, data));
+    saveView();
     status(`compared ${total} substrate(s)`);
   } catch (e) {
     $("cmp-error").textContent = e.message;
@@ -614,8 +667,7 @@ function init() {
     if (tlOffset + PAGE < total) { tlOffset += PAGE; timeline(); }
   });
   $("budget").addEventListener("input", () => { $("budget-out").value = $("budget").value; });
-  refresh();
-  listServedReports();
+  Promise.all([refresh(), listServedReports()]).then(restoreView);
 }
 
 init();
@@ -623,7 +675,10 @@ init();
 // ---- Bench report viewer: summary.json (+ items.jsonl) chosen in the page.
 
 const SVG = "http://www.w3.org/2000/svg";
-const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+// Sixteen substrate colours, none of them a fate's colour (FATES below), so a
+// sweep of every substrate gets one colour each.
+const PALETTE = ["#1f77b4", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
+  "#393b79", "#ad494a", "#637939", "#7b4173", "#5254a3", "#8c6d31", "#d6616b", "#3c3c3c"];
 let report = { runs: [], items: [] };
 
 function el(name, attrs = {}, text) {
@@ -690,9 +745,15 @@ function drawScatter(runs, col, quality) {
   const xt = [];
   for (let e = lo; e <= hi; e++) xt.push([m + ((e - lo) / (hi - lo)) * (W - m - 20), e >= 0 ? `${10 ** e} s` : `${(10 ** (e + 3)).toFixed(e < -3 ? 3 : 0)} ms`]);
   axes(svg, W, H, m, "read latency p50 (log)", quality, xt, [0, 0.25, 0.5, 0.75, 1].map((v) => [Y(v), v.toFixed(2)]));
+  const radius = (r) => 4 + Math.log2(r.budget / 256 + 1);
+  // Larger points first, so a smaller one drawn over a larger stays on top
+  // and clickable; each substrate named beside its largest budget.
+  pts.sort((a, b) => radius(b.r) - radius(a.r));
+  const largest = new Map();
+  for (const p of pts) if (!largest.has(p.r.substrate)) largest.set(p.r.substrate, p);
   for (const p of pts) {
     const c = el("circle", {
-      cx: X(p.x), cy: Y(p.y), r: 4 + Math.log2(p.r.budget / 256 + 1), fill: col.get(p.r.substrate), "fill-opacity": 0.75,
+      cx: X(p.x), cy: Y(p.y), r: radius(p.r), fill: col.get(p.r.substrate), "fill-opacity": 0.75,
       tabindex: 0, role: "button", "aria-label": `${p.r.substrate} at ${p.r.budget}: ${quality} ${p.y.toFixed(3)}, ${(p.x * 1000).toFixed(1)} ms`,
     });
     c.dataset.substrate = p.r.substrate;
@@ -702,6 +763,10 @@ function drawScatter(runs, col, quality) {
     c.addEventListener("click", pick);
     c.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); } });
     svg.appendChild(c);
+  }
+  for (const [name, p] of largest) {
+    const t = el("text", { x: X(p.x) + radius(p.r) + 2, y: Y(p.y) - radius(p.r), "font-size": 9, fill: col.get(name), class: "point-label" }, name);
+    svg.appendChild(t);
   }
   return svg;
 }
@@ -728,17 +793,25 @@ function selectRun(run) {
     const open = document.createElement("button");
     open.type = "button";
     open.className = "link";
-    open.textContent = i.question_id;
+    // Ids repeat across conversations: the question's words and its
+    // conversation tell the rows apart.
+    const words = i.question || (i.shown && i.shown.question) || "";
+    open.textContent = words ? `${i.question_id} · ${words.length > 90 ? words.slice(0, 87) + "…" : words}` : i.question_id;
     open.setAttribute("aria-label", `what each substrate showed for ${i.question_id}`);
     open.addEventListener("click", () => showItem(i));
     td.appendChild(open);
     tr.appendChild(td);
+    cell(tr, i.conversation);
     for (const v of [i.category, i.recall_at_k, `${fmt(cov.whole)} / ${fmt(cov.part)} / ${fmt(cov.gold)}`,
       i.retrieved_tokens, typeof i.read_seconds === "number" ? (i.read_seconds * 1000).toFixed(2) : null,
       i.answer]) cell(tr, fmt(v));
     return tr;
   }));
   body.dataset.count = String(items.length);
+  reportView.point = `${run.substrate}@${run.budget}`;
+  offer($("rep-export"), `${run.substrate}-${run.budget}.json`, "application/json",
+    JSON.stringify({ run, items }, null, 2));
+  saveView();
   status(`${run.substrate} at ${run.budget}: ${items.length} item(s)`);
 }
 
@@ -940,6 +1013,9 @@ async function openServedReport(ev) {
       apiText(`/v1/reports/${run}/items`).catch(() => ""),
     ]);
     loadReport(summary, items);
+    reportView.run = $("rep-run").value;
+    reportView.point = "";
+    saveView();
   } catch (e) {
     status(e.message, true);
   }

@@ -149,7 +149,11 @@ impl Driver {
 
     /// Polls `script` until it returns something truthy (10 s at most).
     async fn wait(&self, what: &str, script: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        self.wait_up_to(what, script, Duration::from_secs(10)).await
+    }
+
+    async fn wait_up_to(&self, what: &str, script: &str, most: Duration) -> Value {
+        let deadline = Instant::now() + most;
         loop {
             let v = self.js(script).await;
             let truthy =
@@ -254,7 +258,7 @@ async fn inspector_in_headless_chromium() {
     // slow memory LLM makes A-Mem's build outlast that, so the page has to
     // follow it as a job.
     config.request_timeout_s = 3;
-    let llm = std::sync::Arc::new(SlowLlm(Duration::from_millis(60)));
+    let llm = std::sync::Arc::new(SlowLlm(Duration::from_millis(150)));
     let s = start_with_llm(dir.path(), config, Some(llm)).await;
     let d = Driver::start().await;
     let shots = shots_dir();
@@ -532,9 +536,10 @@ async fn inspector_in_headless_chromium() {
         json!(0)
     );
     d.click("#cmp-form button[type=submit]").await;
-    d.wait(
+    d.wait_up_to(
         "the rebuilt comparison",
         "return document.querySelector('.cmp-col[data-substrate=\"m4\"]') !== null",
+        Duration::from_secs(90),
     )
     .await;
     assert_eq!(
@@ -593,6 +598,26 @@ async fn inspector_in_headless_chromium() {
         .js("return document.querySelectorAll('#rep-coverage polyline').length")
         .await;
     assert_eq!(lines, json!(8), "whole and part lines for four substrates");
+    // One colour per substrate, none a fate's; each substrate named on the
+    // scatter; larger points drawn first, so smaller ones stay clickable.
+    let colours = d
+        .js("return [...document.querySelectorAll('#rep-legend span')].map(s => s.style.getPropertyValue('--c'))")
+        .await;
+    let colours: Vec<String> = serde_json::from_value(colours).unwrap();
+    let distinct: std::collections::HashSet<&String> = colours.iter().collect();
+    assert_eq!(distinct.len(), colours.len(), "{colours:?}");
+    for fate in ["#2ca02c", "#98df8a", "#ff7f0e", "#d3d3d3"] {
+        assert!(!colours.iter().any(|c| c == fate), "{colours:?}");
+    }
+    let labels = d
+        .js("return [...document.querySelectorAll('#rep-scatter text.point-label')].map(t => t.textContent).sort()")
+        .await;
+    assert_eq!(labels, json!(["flexa", "hybrid-fill", "m1-fill", "m2"]));
+    let radii = d
+        .js("return [...document.querySelectorAll('#rep-scatter circle')].map(c => Number(c.getAttribute('r')))")
+        .await;
+    let radii: Vec<f64> = serde_json::from_value(radii).unwrap();
+    assert!(radii.windows(2).all(|w| w[0] >= w[1]), "{radii:?}");
     d.click("#rep-scatter circle[data-substrate='flexa'][data-budget='2048']")
         .await;
     d.wait(
@@ -651,6 +676,59 @@ async fn inspector_in_headless_chromium() {
     d.js("document.getElementById('rep-item-h').scrollIntoView(); return true")
         .await;
     d.screenshot(&shots.join("report-item.png")).await;
+
+    // The view lives in the URL (no key in it) and each view downloads.
+    let url = d.js("return location.href").await;
+    let url = url.as_str().unwrap().to_string();
+    for part in [
+        "ns=demo",
+        "q=who+is+my+violin+teacher",
+        "cs=m4",
+        "run=sweep",
+        "pt=flexa%402048",
+    ] {
+        assert!(url.contains(part), "{part} not in {url}");
+    }
+    let exported = d
+        .js(
+            "return ['read-export', 'cmp-export-json', 'cmp-export-md', 'rep-export'].map(id => { \
+               const a = document.getElementById(id); \
+               return [a.download, decodeURIComponent(a.href.slice(a.href.indexOf(',') + 1))]; })",
+        )
+        .await;
+    let read_json: Value = serde_json::from_str(exported[0][1].as_str().unwrap()).unwrap();
+    assert_eq!(read_json["namespace"], "demo", "{read_json}");
+    assert!(read_json["response"]["tokens"].as_u64().unwrap() > 0);
+    let cmp_json: Value = serde_json::from_str(exported[1][1].as_str().unwrap()).unwrap();
+    assert_eq!(cmp_json["response"]["results"][0]["substrate"], "m4");
+    let md = exported[2][1].as_str().unwrap();
+    assert!(
+        md.starts_with("# demo: “who is my violin teacher” at 1024 tokens")
+            && md.contains("\n## m4\n"),
+        "{md}"
+    );
+    assert!(exported[2][0].as_str().unwrap().ends_with(".md"));
+    let run_json: Value = serde_json::from_str(exported[3][1].as_str().unwrap()).unwrap();
+    assert_eq!(run_json["run"]["substrate"], "flexa");
+    // A pasted link opens the same view.
+    d.goto(&url).await;
+    d.wait(
+        "the restored view",
+        "return document.getElementById('status').dataset.restored === '1'",
+    )
+    .await;
+    let restored = d
+        .js("return [document.getElementById('current').textContent, \
+                     document.querySelectorAll('#blocks li').length > 0, \
+                     [...document.querySelectorAll('#cmp-grid .cmp-col')].map(c => c.dataset.substrate), \
+                     document.querySelector('#rep-items-table tbody').dataset.count, \
+                     document.getElementById('trace-ids').value]")
+        .await;
+    assert_eq!(
+        restored,
+        json!(["demo", true, ["m4"], "4", "D1:0, D1:5, D9:9"]),
+        "{url}"
+    );
 
     // The agentic run replays step by step: what memory showed, what the
     // policy saw and chose, and where it chose differently from nomem.

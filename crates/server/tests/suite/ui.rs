@@ -120,6 +120,7 @@ async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {
         ("/ui/episodes.js", "text/javascript", "step_records"),
         ("/ui/app.js", "text/javascript", "/ui/evidence.js"),
         ("/ui/evidence.js", "text/javascript", "alignedTable"),
+        ("/ui/view.js", "text/javascript", "compareMarkdown"),
         ("/ui/style.css", "text/css", ".render-box"),
     ] {
         let resp = s.client.get(s.url(path)).send().await.unwrap();
