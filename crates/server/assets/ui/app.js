@@ -86,23 +86,40 @@ async function select(name) {
   await showFootprint();
 }
 
+// One view at a time: namespaces (with the selected one and its timeline),
+// the playground, side by side, bench reports, agentic episodes. The nav's
+// buttons choose it (arrow keys move along them); the URL keeps it.
+const VIEWS = ["namespaces", "playground", "compare", "reports", "episodes"];
+let view = "namespaces";
+
+function showView(name, save = true) {
+  view = VIEWS.includes(name) ? name : "namespaces";
+  for (const s of document.querySelectorAll("section[data-view]")) s.hidden = s.dataset.view !== view;
+  for (const b of $("views").querySelectorAll("button")) {
+    if (b.dataset.view === view) b.setAttribute("aria-current", "page");
+    else b.removeAttribute("aria-current");
+  }
+  document.body.dataset.view = view;
+  if (save) saveView();
+}
+
 // The report run and point on view, for the URL.
 const reportView = { run: "", point: "" };
 
 // Keeps the page's view in the URL (never the key).
 function saveView() {
-  writeView({
-    ns: current, q: $("question").value, b: $("budget").value, t: $("trace-ids").value,
-    cs: $("cmp-substrates").value, cq: $("cmp-question").value, cb: $("cmp-budget").value,
-    cg: $("cmp-gold").value, ca: $("cmp-align").checked ? "1" : "",
-    run: reportView.run, pt: reportView.point,
-  });
+  writeView({ v: view, ns: current, ...drawn.read, ...drawn.compare, run: reportView.run, pt: reportView.point });
 }
+
+// What the playground and side by side last drew (not what their forms
+// hold now): a link reopens what was on screen.
+const drawn = { read: {}, compare: {} };
 
 // Opens the view a URL names: the namespace, its render and comparison, the
 // served report run and its point.
 async function restoreView() {
   const v = readView();
+  showView(v.v || "namespaces", false);
   const set = (id, value) => { if (value !== undefined) $(id).value = value; };
   set("question", v.q);
   set("budget", v.b);
@@ -125,6 +142,7 @@ async function restoreView() {
     const run = report.runs.find((r) => `${r.substrate}@${r.budget}` === v.pt);
     if (run) selectRun(run);
   }
+  showView(v.v || "namespaces");
   $("status").dataset.restored = "1";
 }
 
@@ -346,6 +364,7 @@ async function read(ev) {
     $("read-facts").dataset.renderMs = (performance.now() - answered).toFixed(1);
     offer($("read-export"), `${ns}-read-${budget}.json`, "application/json",
       JSON.stringify({ namespace: ns, request: body, response: data }, null, 2));
+    drawn.read = { q: body.question, b: budget, t: $("trace-ids").value };
     saveView();
     let calls = "–";
     try {
@@ -556,6 +575,8 @@ async function compare(ev) {
     offer($("cmp-export-json"), `${ns}-compare-${data.budget}.json`, "application/json",
       JSON.stringify({ namespace: ns, request: body, response: data }, null, 2));
     offer($("cmp-export-md"), `${ns}-compare-${data.budget}.md`, "text/markdown", compareMarkdown(ns, data));
+    drawn.compare = { cs: $("cmp-substrates").value, cq: body.question, cb: body.budget, cg: $("cmp-gold").value,
+      ca: $("cmp-align").checked ? "1" : "" };
     saveView();
     status(`compared ${total} substrate(s)`);
   } catch (e) {
@@ -667,6 +688,19 @@ function init() {
     if (tlOffset + PAGE < total) { tlOffset += PAGE; timeline(); }
   });
   $("budget").addEventListener("input", () => { $("budget-out").value = $("budget").value; });
+  const tabs = [...$("views").querySelectorAll("button")];
+  tabs.forEach((b, i) => {
+    b.addEventListener("click", () => showView(b.dataset.view));
+    b.addEventListener("keydown", (ev) => {
+      const step = ev.key === "ArrowRight" ? 1 : ev.key === "ArrowLeft" ? -1 : 0;
+      if (!step) return;
+      ev.preventDefault();
+      const next = tabs[(i + step + tabs.length) % tabs.length];
+      next.focus();
+      showView(next.dataset.view);
+    });
+  });
+  showView(readView().v || "namespaces", false);
   Promise.all([refresh(), listServedReports()]).then(restoreView);
 }
 
@@ -875,6 +909,7 @@ function showItem(item) {
     $("cmp-gold").value = traced.shown.evidence.join(", ");
     $("cmp-budget").value = String(item.budget);
     $("cmp-substrates").value = [...new Set(same.map((i) => i.substrate))].slice(0, 4).join(", ");
+    showView("compare");
     $("cmp-h").scrollIntoView();
     $("cmp-question").focus();
     status("the item's question, gold ids, budget and substrates are in the side-by-side form");

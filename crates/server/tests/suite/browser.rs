@@ -120,13 +120,27 @@ impl Driver {
             .to_string()
     }
 
+    /// Opens the view (nav button) whose section holds `css`, when it is
+    /// not the one shown, as a user would before using it.
+    async fn reveal(&self, css: &str) {
+        let script = format!(
+            "const e = document.querySelector({}); const s = e && e.closest('section[data-view]'); \
+             if (s && s.hidden) document.querySelector('#views button[data-view=\"' + s.dataset.view + '\"]').click(); \
+             return true",
+            serde_json::to_string(css).unwrap()
+        );
+        self.js(&script).await;
+    }
+
     async fn click(&self, css: &str) {
+        self.reveal(css).await;
         let id = self.find(css).await;
         self.call("POST", &format!("/element/{id}/click"), None)
             .await;
     }
 
     async fn type_into(&self, css: &str, text: &str) {
+        self.reveal(css).await;
         let id = self.find(css).await;
         self.call("POST", &format!("/element/{id}/clear"), None)
             .await;
@@ -269,6 +283,30 @@ async fn inspector_in_headless_chromium() {
         "return document.querySelector('#ns-table tbody') !== null",
     )
     .await;
+
+    // One view at a time; the nav's buttons choose it, arrow keys move
+    // along them.
+    let shown = "return [...document.querySelectorAll('section[data-view]')].filter(s => !s.hidden) \
+                 .map(s => s.dataset.view)";
+    assert_eq!(
+        d.js(shown).await,
+        json!(["namespaces", "namespaces", "namespaces"])
+    );
+    let first = d.find("#views button[data-view='namespaces']").await;
+    d.call(
+        "POST",
+        &format!("/element/{first}/value"),
+        Some(json!({"text": "\u{E014}"})),
+    )
+    .await;
+    assert_eq!(d.js(shown).await, json!(["playground"]));
+    assert_eq!(
+        d.js("return document.activeElement.dataset.view").await,
+        json!("playground"),
+        "the focus moves with the view"
+    );
+    assert!(d.js("return location.hash").await.as_str().unwrap().contains("v=playground"));
+    d.click("#views button[data-view='namespaces']").await;
 
     // Create a namespace.
     d.type_into("#create-name", "demo").await;
@@ -420,6 +458,31 @@ async fn inspector_in_headless_chromium() {
     d.js(
         "const q = document.getElementById('blocks-q'); q.value = ''; \
           q.dispatchEvent(new Event('input')); return true",
+    )
+    .await;
+
+    // At 800 px each form's labels stay beside their inputs.
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({"width": 800, "height": 1000})),
+    )
+    .await;
+    d.click("#views button[data-view='compare']").await;
+    let apart = d
+        .js("return [...document.querySelectorAll('section:not([hidden]) .field')].filter(f => \
+               !f.querySelector('input.wide')).map(f => { \
+               const [l, c] = [f.querySelector('label'), f.querySelector('input, select')]; \
+               const a = l.getBoundingClientRect(), b = c.getBoundingClientRect(); \
+               return [l.htmlFor, Math.abs((a.top + a.bottom) / 2 - (b.top + b.bottom) / 2), b.right]; }) \
+             .filter(([, dy, right]) => dy > 12 || right > 800)")
+        .await;
+    assert_eq!(apart, json!([]), "labels apart from their inputs at 800 px");
+    d.screenshot(&shots.join("compare-800px.png")).await;
+    d.call(
+        "POST",
+        "/window/rect",
+        Some(json!({"width": 1280, "height": 1800})),
     )
     .await;
 
