@@ -688,6 +688,19 @@ async fn inspector_in_headless_chromium() {
         "return document.querySelector('#rep-items-table tbody').dataset.count === '4'",
     )
     .await;
+    // Each row names its conversation (question ids repeat across them).
+    let first_row = d
+        .js("return [...document.querySelectorAll('#rep-items-table tbody tr:first-child td')].slice(0, 2) \
+             .map(td => td.textContent)")
+        .await;
+    assert_eq!(first_row[1], json!("c1"), "{first_row}");
+    // Any budget the server takes is one the inputs take.
+    let valid = d
+        .js("return ['budget', 'cmp-budget'].map(id => { const i = document.getElementById(id); \
+               const was = i.value; i.value = '1000'; const ok = i.value === '1000' && i.checkValidity(); \
+               i.value = was; return ok; })")
+        .await;
+    assert_eq!(valid, json!([true, true]));
     let cats = d
         .js("return document.querySelectorAll('#rep-cats tbody tr').length")
         .await;
