@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use submem::PhaseStats;
 use submem_core::Diagnostics;
 
+use crate::answer_key::Corrected;
 use crate::dataset::QuestionKind;
 use crate::metrics::{CoverageCounts, EvidenceFates};
 use crate::{BenchError, Result};
@@ -132,6 +133,10 @@ pub struct ItemRecord {
     /// (`judge`, `judge_reply` are the first judge's); empty with one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub judges: BTreeMap<String, JudgeVerdict>,
+    /// The answer metrics under the run's answer key, for an item whose
+    /// question the key changes (see [`crate::answer_key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<Corrected>,
     /// P8: whether the agent's episode reached its goal (1/0); only for an
     /// episode seen as an item ([`crate::agentic::episode::EpisodeRecord::as_item`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,6 +183,7 @@ impl ItemRecord {
             judge_reply: None,
             judge_tokens: None,
             judges: BTreeMap::new(),
+            corrected: None,
             task_success: None,
             shown: None,
         }

@@ -20,8 +20,9 @@
 //!   [`submem_core::Query::allowance`]; answers are judged with the Mem0 or
 //!   LongMemEval rubric ([`prompt`]: a run may name its own reader and judge
 //!   templates), by one judge or several, each checked on known answers
-//!   ([`judges`]); every item is appended to `items.jsonl` at once so a
-//!   killed run resumes;
+//!   ([`judges`]), and under the dataset's gold answers and, with an
+//!   [`answer_key`], corrected ones; every item is appended to `items.jsonl`
+//!   at once so a killed run resumes;
 //! - [`metrics`]: EM, token F1, BLEU-1, SubEM, Recall@k, evidence coverage,
 //!   the exact McNemar test and the paired bootstrap;
 //! - [`summary`], [`report`] and [`compare`]: `summary.json`, `report.md`
@@ -65,6 +66,7 @@
 #![warn(missing_docs)]
 
 pub mod agentic;
+pub mod answer_key;
 pub mod charts;
 pub mod compare;
 mod context;

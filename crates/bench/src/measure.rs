@@ -1,6 +1,7 @@
 //! What one item measures: the read (Recall@k, evidence coverage and
 //! fates, answer recall, resolutions, the read's own time and LLM calls) and
-//! the answer (the shared reader's or the recall's own, scored and judged).
+//! the answer (the shared reader's or the recall's own, scored and judged),
+//! each also under the run's answer key for a question the key changes.
 //! The runner calls [`read_item`] then [`answer_item`] for each pending
 //! (question, budget, k) of a task whose memory is ready.
 
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use submem_core::{Diagnostics, Query, Regime, Resolution, Substrate};
 
+use crate::answer_key::score;
 use crate::context::Ctx;
 use crate::dataset::{Conversation, QuestionKind};
 use crate::instance::Instance;
@@ -136,6 +138,12 @@ pub(crate) async fn read_item(
         ) if retrieves => answer_recall(&recall.text, gold),
         _ => None,
     };
+    let corrected = ctx
+        .opts
+        .answer_key
+        .as_deref()
+        .and_then(|k| k.change(&conv.id, &q.id))
+        .map(|c| score::on_read(c, q.kind, retrieves.then_some(recall.text.as_str())));
     let item = ItemRecord {
         recall_at_k: if listed_by_records {
             verbatim
@@ -153,6 +161,7 @@ pub(crate) async fn read_item(
         read_llm_tokens: tokens1 - tokens0,
         read_llm_calls: calls1 - calls0,
         read_diagnostics,
+        corrected,
         gold: q.answer.clone(),
         question: q.text.clone(),
         shown: ctx.opts.trace.then(|| ShownMemory {
@@ -235,6 +244,10 @@ pub(crate) async fn answer_item(
                     .into_iter()
                     .map(|(name, v)| (name, v.into()))
                     .collect();
+            }
+            if let Some(c) = item.corrected.as_mut() {
+                let (judges, template) = (&ctx.models.judges, &ctx.opts.judge_prompt);
+                score::on_answer(c, judges, template, ctx.dataset.kind, q, &answer).await?;
             }
             item.answer = Some(answer);
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
 use submem_core::{Llm, Services};
 
+use crate::answer_key::AnswerKey;
 use crate::prompt::JudgeTemplate;
 use crate::reader::ReaderSettings;
 use crate::shard::Shard;
@@ -136,6 +137,10 @@ pub struct RunOptions {
     /// Run only this shard's share of the substrate × conversation tasks
     /// (`--shard I/N`, see [`crate::shard`]); `None` runs them all.
     pub shard: Option<Shard>,
+    /// Corrections to the dataset's gold answers ([`crate::answer_key`]):
+    /// every answer metric is then also measured under the corrected key.
+    /// `None` scores against the dataset's gold answers only.
+    pub answer_key: Option<Arc<AnswerKey>>,
     /// Add the packing baselines ([`submem::baselines::PACKING_BASELINES`]
     /// the registry holds) to a run with a design to compare with them, as
     /// `submem bench` does unless `--no-baselines`. Default true.
@@ -162,6 +167,7 @@ impl Default for RunOptions {
             trace: false,
             keep_memories: true,
             shard: None,
+            answer_key: None,
             packing_baselines: true,
         }
     }

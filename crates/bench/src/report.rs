@@ -174,6 +174,9 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
     for w in crate::judges::report::warnings(summary) {
         let _ = writeln!(out, "> {w}\n");
     }
+    if let Some(line) = crate::answer_key::report::headline(summary) {
+        let _ = writeln!(out, "{line}\n");
+    }
     for n in notes {
         let _ = writeln!(out, "- {n}");
     }
@@ -420,6 +423,7 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
         crate::judges::report::write_checks(&mut out, checks);
     }
     crate::judges::report::write_judges(&mut out, summary);
+    crate::answer_key::report::write_section(&mut out, summary);
     write_pictures(&mut out);
     out.push_str(
         "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \

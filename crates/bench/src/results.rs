@@ -1,12 +1,14 @@
 //! What a run writes beside its logs once its tasks are over: `summary.json`,
 //! `report.md` and `scatter.svg`, computed from its items and write records
-//! (and its judge checks' log, when there is one), under notes that say what
+//! (and its judge checks' log and the answer key it applied, when there are
+//! any), under notes that say what
 //! happened to its tasks. `submem bench` calls it
 //! after a run and `submem bench merge` after merging shards, so that a merge
 //! writes the very files the unsharded run would have.
 
 use std::path::Path;
 
+use crate::answer_key::{self, AnswerKey};
 use crate::items::{read_jsonl, ItemRecord, WriteRecord};
 use crate::judges::{checks, CHECKS_FILE};
 use crate::summary::Summary;
@@ -22,9 +24,10 @@ pub fn task_notes(skipped: &[String], failures: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The summary of `items` with the costs in `writes`, and the rates of the
+/// The summary of `items` with the costs in `writes`, the rates of the
 /// judge checks logged in `dir` ([`CHECKS_FILE`]), judges flagged above
-/// `leniency_limit`.
+/// `leniency_limit`, and the answer metrics under the answer key `dir`
+/// applied ([`answer_key::APPLIED_FILE`]).
 pub fn summarize_dir(
     dir: &Path,
     items: &[ItemRecord],
@@ -35,6 +38,9 @@ pub fn summarize_dir(
     let log = dir.join(CHECKS_FILE);
     if log.is_file() {
         s.judge_checks = checks::summarize(&read_jsonl(&log)?, leniency_limit);
+    }
+    if let Some(key) = AnswerKey::read_applied(dir)? {
+        answer_key::summary::add(&mut s, items, &key);
     }
     Ok(s)
 }

@@ -27,6 +27,11 @@
 //! logged restores it and only reads. A copy that does not restore is
 //! written again.
 //!
+//! With an answer key (`answer_key`), an item whose question the key
+//! changes is also scored, and judged, against the corrected gold answer;
+//! the run keeps the key in `answer_key.json` and refuses to resume a
+//! directory scored under another ([`crate::answer_key`]).
+//!
 //! `limit` caps questions **per conversation** (the first N in dataset order);
 //! `reader_sample` caps how many questions the reader answers **in total**
 //! (the first N answerable questions in dataset order, the same ones for every
@@ -142,6 +147,12 @@ pub async fn run(
     ShardRecord::check_dir(&opts.out, opts.shard)?;
     let (items_log, old_items) = JsonlLog::open::<ItemRecord>(&opts.out.join("items.jsonl"))?;
     let (writes_log, old_writes) = JsonlLog::open::<WriteRecord>(&opts.out.join("writes.jsonl"))?;
+    crate::answer_key::prepare_dir(
+        &opts.out,
+        opts.answer_key.as_deref(),
+        &dataset.name,
+        !old_items.is_empty(),
+    )?;
     let done = done_keys(&old_items);
     let writes_done = old_writes
         .iter()

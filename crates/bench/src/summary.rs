@@ -25,7 +25,7 @@
 //!   footprint holds the restored bank.
 //! - `reader_tokens` / `judge_tokens`: Σ tokens (prompt + reply) the shared
 //!   reader and the judges used on the items, as their servers reported
-//!   them (the judge checks' tokens are in `judge_checks`).
+//!   them (the judge checks' tokens are in `judge_checks`, an answer key's judging counted in).
 //! - `P4_by_judge` (runs with several judges): P4 by each judge;
 //!   `judge_agreement`: Cohen's kappa of each pair of judges over every item,
 //!   with the items they disagree on; `judge_checks`: each judge's
@@ -59,6 +59,7 @@ use std::collections::BTreeMap;
 use submem::LatencyStats;
 use submem_core::Diagnostics;
 
+use crate::answer_key::score::judge_tokens;
 use crate::instance::TRAINING_BANK;
 use crate::items::{ItemRecord, WriteRecord};
 use crate::judges::{agreement, Agreement, JudgeChecks};
@@ -108,6 +109,9 @@ pub struct Summary {
     /// judges were checked; [`crate::results::summarize_dir`] adds them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_checks: Option<JudgeChecks>,
+    /// The answer key applied, metrics under it, ceilings ([`crate::answer_key::summary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_key: Option<crate::answer_key::KeySummary>,
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> Value {
@@ -259,7 +263,7 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         );
         m.insert(
             "judge_tokens".into(),
-            json!(its.iter().filter_map(|i| i.judge_tokens).sum::<u64>()),
+            json!(its.iter().map(|i| judge_tokens(i)).sum::<u64>()),
         );
         if let Some(by) = agreement::p4_by_judge(&its) {
             m.insert("P4_by_judge".into(), by);
@@ -414,6 +418,7 @@ pub fn summarize(items: &[ItemRecord], writes: &[WriteRecord]) -> Summary {
         runs,
         judge_agreement: agreement::agreements(items),
         judge_checks: None,
+        answer_key: None,
     }
 }
 

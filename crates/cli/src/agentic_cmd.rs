@@ -112,6 +112,11 @@ pub async fn run(
     let Some(env) = EnvKind::parse(&args.dataset) else {
         return Err(format!("{} is not a live environment", args.dataset).into());
     };
+    if args.answer_key.answer_key.is_some() {
+        return Err(
+            "--answer-key is for question datasets: a live environment has no gold answers".into(),
+        );
+    }
     if let Some(flag) = args.prompts.given() {
         return Err(format!(
             "{flag} is for question datasets: in a live environment the agent's policy asks \

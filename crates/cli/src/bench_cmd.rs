@@ -18,6 +18,7 @@ use submem_core::Regime;
 use submem_models::{Config, LlmKind};
 
 use crate::agentic_cmd::AgenticArgs;
+use crate::bench_answer_key::{self, AnswerKeyArgs};
 use crate::bench_judges::{self, JudgeArgs};
 use crate::bench_prompts::PromptArgs;
 use crate::run_info::{self, resumable_run_info};
@@ -84,6 +85,8 @@ pub struct BenchArgs {
     pub judges: JudgeArgs,
     #[command(flatten)]
     pub prompts: PromptArgs,
+    #[command(flatten)]
+    pub answer_key: AnswerKeyArgs,
     /// The LLM that writes memory; `none` uses rule writers and skips substrates that need an LLM.
     #[arg(long, value_enum)]
     pub memory_llm: Option<LlmChoice>,
@@ -333,6 +336,7 @@ fn check_only(
     }
     parse_reader_sample(args.reader_sample.as_deref())?;
     args.prompts.load()?;
+    args.answer_key.check()?;
     args.judges.check(config)?;
     run_options(args, PathBuf::new(), None).validate()?;
     let names: Vec<String> = specs.iter().map(ToString::to_string).collect();
@@ -364,6 +368,7 @@ pub async fn run(
     let prompts = args.prompts.load()?;
     let factory = prompts.registry(factory);
     let dataset = load_dataset(&args)?;
+    let answer_key = args.answer_key.load(&dataset)?;
     let synthetic_default_writer = args.memory_llm.is_none()
         && dataset.kind == DatasetKind::Synthetic
         && config.services.memory_llm == LlmKind::Local;
@@ -419,6 +424,7 @@ pub async fn run(
         progress: !quiet,
         abort_after,
         judge_prompt: prompts.judge.clone(),
+        answer_key: answer_key.clone(),
         ..run_options(&args, out.clone(), reader_sample)
     };
     opts.reader.prompt = prompts.reader.clone();
@@ -472,6 +478,7 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         None => "memory LLM: none (rule writers)".into(),
     });
     notes.extend(prompts.notes());
+    notes.extend(bench_answer_key::notes(answer_key.as_deref()));
 
     let synthetic = match dataset.kind {
         DatasetKind::Synthetic => Some(synthetic_spec(&args)?),
@@ -502,6 +509,7 @@ add `--memory-llm local` to have the local model write memory (minutes more on 2
         (run_info::NOTES): notes,
     });
     prompts.record(&mut run_info)?;
+    bench_answer_key::record(answer_key.as_deref(), &mut run_info)?;
     let run_info = resumable_run_info(&out, run_info)?;
     run_info::write(&out, &run_info)?;
 
@@ -546,11 +554,14 @@ pub(crate) fn finish(out: &Path, md: &str, failures: &[String], no_items: bool) 
     println!(
         "results: {}/items.jsonl, summary.json, report.md, coverage.svg, scatter.svg, fates.svg{}",
         out.display(),
-        if out.join(submem_bench::judges::CHECKS_FILE).is_file() {
-            ", judge_checks.jsonl"
-        } else {
-            ""
-        }
+        [
+            submem_bench::judges::CHECKS_FILE,
+            submem_bench::answer_key::APPLIED_FILE
+        ]
+        .iter()
+        .filter(|f| out.join(f).is_file())
+        .map(|f| format!(", {f}"))
+        .collect::<String>()
     );
     if !failures.is_empty() {
         eprintln!(

@@ -4,7 +4,8 @@
 //! [`submem_bench::shard::merge`]; here their `run.json` files are checked to
 //! describe one run (the same settings, the shard aside), and the summary and
 //! report are written by [`submem_bench::results`], as `submem bench` writes
-//! them. The judge checks' logs (shard 1 runs the checks) are merged too.
+//! them. The judge checks' logs (shard 1 runs the checks) are merged too,
+//! and the answer key every shard applied is kept.
 //! Kept memories and training banks stay in the shards' directories.
 
 use std::path::{Path, PathBuf};
@@ -69,6 +70,7 @@ written by two runs; run the shard again into a new --out",
     merged.write_logs(out)?;
     let dirs: Vec<&Path> = args.dirs.iter().map(PathBuf::as_path).collect();
     submem_bench::judges::checks::merge_logs(&dirs, out)?;
+    submem_bench::answer_key::merge_applied(&dirs, out)?;
     let mut info = run_info::with_prompts(first.clone());
     info[run_info::SHARD] = serde_json::Value::Null;
     info[MERGED_SHARDS] = merged.shards.into();

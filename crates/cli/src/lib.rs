@@ -39,6 +39,7 @@
 //! bench). Turn it off when your binary sets its own allocator.
 
 mod agentic_cmd;
+mod bench_answer_key;
 mod bench_cmd;
 mod bench_judges;
 mod bench_merge;

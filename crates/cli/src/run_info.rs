@@ -10,6 +10,10 @@
 //! before they were recorded has neither key and is read as having used the
 //! built-in templates, which such runs did.
 //!
+//! The answer key (`answer_key`: `{"name": the file, "sha256": …}`, or null
+//! for none) is compared by hash too; a directory written before it was
+//! recorded had none.
+//!
 //! `judge` is the judge's LLM name, or the list of several judges' names
 //! (`--judge a,b`); it is compared as a list, so one judge's name and a
 //! one-name list are the same run and a directory written with one judge
@@ -29,7 +33,7 @@ pub const RUN_INFO: &str = "run.json";
 /// Settings that change what an item's result means: a run directory holds
 /// results for one value of each, so a resume with another is refused. The
 /// shard is one: a shard's directory holds only its share of the tasks.
-const RUN_IDENTITY: [&str; 10] = [
+const RUN_IDENTITY: [&str; 11] = [
     "dataset",
     "data",
     "reader",
@@ -39,8 +43,12 @@ const RUN_IDENTITY: [&str; 10] = [
     "train_episodes",
     READER_PROMPT,
     JUDGE_PROMPT,
+    ANSWER_KEY,
     "shard",
 ];
+
+/// The key of the answer key: `{"name": the file, "sha256": …}`, or null.
+pub const ANSWER_KEY: &str = "answer_key";
 
 /// The key of the reader's prompt template.
 pub const READER_PROMPT: &str = "reader_prompt";
@@ -122,7 +130,7 @@ pub fn setting(info: &Value, key: &str) -> Value {
 /// as a list (see the module docs), any other setting's whole value.
 fn identity(info: &Value, key: &str) -> Value {
     let v = setting(info, key);
-    if key == READER_PROMPT || key == JUDGE_PROMPT {
+    if key == READER_PROMPT || key == JUDGE_PROMPT || key == ANSWER_KEY {
         v["sha256"].clone()
     } else if key == JUDGE {
         match v {
@@ -157,6 +165,7 @@ with another prompt)"
         JUDGE_PROMPT => {
             " (another judge prompt template: the answers were judged with another prompt)"
         }
+        ANSWER_KEY => " (another answer key: the answers were scored against other gold answers)",
         _ => "",
     }
 }
@@ -361,6 +370,41 @@ mod tests {
                 && err.contains("this one has {\"name\":\"mine.txt\",\"sha256\":\"ab12\"}")
                 && err.contains("use a new --out (or the same reader_prompt)"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn answer_keys_are_compared_by_hash_and_none_is_a_key_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |name: &str, sha256: &str| {
+            let mut i = info(None, &["m2"]);
+            i[ANSWER_KEY] = serde_json::json!({"name": name, "sha256": sha256});
+            i
+        };
+        write(dir.path(), &key("a/errors.json", "ab12")).unwrap();
+        std::fs::write(dir.path().join("items.jsonl"), "{}\n").unwrap();
+        assert!(resumable_run_info(dir.path(), key("b/errors.json", "ab12")).is_ok());
+        let err = resumable_run_info(dir.path(), key("a/errors.json", "cd34"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("answer_key = {\"name\":\"a/errors.json\",\"sha256\":\"ab12\"}")
+                && err.contains("\"cd34\"")
+                && err.contains("(or the same answer_key)"),
+            "{err}"
+        );
+        // A run without a key (an older run.json has no such key) is another run.
+        let err = resumable_run_info(dir.path(), info(None, &["m2"]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("this one has null"), "{err}");
+        let (k, _, _) =
+            difference_apart_from_shard(&key("x", "ab12"), &info(None, &["m2"])).unwrap();
+        assert_eq!(k, ANSWER_KEY);
+        assert!(why_apart(&k).contains("other gold answers"));
+        assert_eq!(
+            difference_apart_from_shard(&key("x", "ab12"), &key("y", "ab12")),
+            None
         );
     }
 

@@ -3,6 +3,7 @@
 //! `cargo test -p submem-bench --test suite <module>`, e.g. `shard`.
 
 mod agentic;
+mod answer_key;
 mod judges;
 mod prompts;
 mod runner;
