@@ -30,6 +30,14 @@ pub const EVIDENCE_JS: &str = include_str!("../assets/ui/evidence.js");
 /// The view in the URL and the downloads (an ES module the page's script
 /// imports; it imports nothing).
 pub const VIEW_JS: &str = include_str!("../assets/ui/view.js");
+/// The bench report's SVG charts (an ES module the page's script imports;
+/// it imports nothing).
+pub const CHARTS_JS: &str = include_str!("../assets/ui/charts.js");
+/// Side by side: the comparison, its diff and the builds it follows (an ES
+/// module the page's script imports).
+pub const COMPARE_JS: &str = include_str!("../assets/ui/compare.js");
+/// The bench report viewer (an ES module the page's script imports).
+pub const REPORTS_JS: &str = include_str!("../assets/ui/reports.js");
 /// The page's style sheet.
 pub const STYLE_CSS: &str = include_str!("../assets/ui/style.css");
 
@@ -41,6 +49,9 @@ pub const PATHS: &[&str] = &[
     "/ui/episodes.js",
     "/ui/evidence.js",
     "/ui/view.js",
+    "/ui/charts.js",
+    "/ui/compare.js",
+    "/ui/reports.js",
     "/ui/style.css",
 ];
 
@@ -80,6 +91,18 @@ async fn view_js() -> Response {
     asset("text/javascript; charset=utf-8", VIEW_JS)
 }
 
+async fn charts_js() -> Response {
+    asset("text/javascript; charset=utf-8", CHARTS_JS)
+}
+
+async fn compare_js() -> Response {
+    asset("text/javascript; charset=utf-8", COMPARE_JS)
+}
+
+async fn reports_js() -> Response {
+    asset("text/javascript; charset=utf-8", REPORTS_JS)
+}
+
 async fn style_css() -> Response {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
@@ -93,5 +116,8 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/ui/episodes.js", get(episodes_js))
         .route("/ui/evidence.js", get(evidence_js))
         .route("/ui/view.js", get(view_js))
+        .route("/ui/charts.js", get(charts_js))
+        .route("/ui/compare.js", get(compare_js))
+        .route("/ui/reports.js", get(reports_js))
         .route("/ui/style.css", get(style_css))
 }

@@ -286,7 +286,8 @@ async fn inspector_in_headless_chromium() {
 
     // One view at a time; the nav's buttons choose it, arrow keys move
     // along them.
-    let shown = "return [...document.querySelectorAll('section[data-view]')].filter(s => !s.hidden) \
+    let shown =
+        "return [...document.querySelectorAll('section[data-view]')].filter(s => !s.hidden) \
                  .map(s => s.dataset.view)";
     assert_eq!(
         d.js(shown).await,
@@ -305,7 +306,12 @@ async fn inspector_in_headless_chromium() {
         json!("playground"),
         "the focus moves with the view"
     );
-    assert!(d.js("return location.hash").await.as_str().unwrap().contains("v=playground"));
+    assert!(d
+        .js("return location.hash")
+        .await
+        .as_str()
+        .unwrap()
+        .contains("v=playground"));
     d.click("#views button[data-view='namespaces']").await;
 
     // Create a namespace.

@@ -121,6 +121,9 @@ async fn ui_assets_are_served_without_a_key_and_v1_still_needs_one() {
         ("/ui/app.js", "text/javascript", "/ui/evidence.js"),
         ("/ui/evidence.js", "text/javascript", "alignedTable"),
         ("/ui/view.js", "text/javascript", "compareMarkdown"),
+        ("/ui/charts.js", "text/javascript", "drawScatter"),
+        ("/ui/compare.js", "text/javascript", "followBuilds"),
+        ("/ui/reports.js", "text/javascript", "openServedReport"),
         ("/ui/style.css", "text/css", ".render-box"),
     ] {
         let resp = s.client.get(s.url(path)).send().await.unwrap();
@@ -149,6 +152,8 @@ fn every_id_the_script_uses_is_on_the_page() {
     for (name, js, at_least) in [
         ("app.js", submem_server::ui::APP_JS, 20),
         ("episodes.js", submem_server::ui::EPISODES_JS, 20),
+        ("compare.js", submem_server::ui::COMPARE_JS, 10),
+        ("reports.js", submem_server::ui::REPORTS_JS, 10),
     ] {
         let mut seen = 0;
         for part in js.split("$(\"").skip(1) {
