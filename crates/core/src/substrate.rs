@@ -338,6 +338,26 @@ pub trait Substrate: Debug + Send + Sync + 'static {
         Ok(None)
     }
 
+    /// A read of `query` with its [`trace`](Substrate::trace) of
+    /// `source_ids` (none when `source_ids` is empty), for callers that want
+    /// both (the server's explained reads). The default reads, then traces;
+    /// a substrate whose trace is its read's own ranking overrides it to rank
+    /// once, which is what keeps an explained read about as cheap as a plain
+    /// one. The recall is the one [`read`](Substrate::read) gives.
+    async fn read_traced(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> Result<(Recall, Option<ReadTrace>)> {
+        let recall = self.read(query).await?;
+        let trace = if source_ids.is_empty() {
+            None
+        } else {
+            self.trace(query, source_ids).await?
+        };
+        Ok((recall, trace))
+    }
+
     /// Counters of the substrate's own behaviour since it was built, by
     /// name: how often an LLM reply was used or fell back to the rules, how
     /// many evolution calls ran, and the like. They explain a cost or a
@@ -388,6 +408,13 @@ macro_rules! forward_substrate {
                 source_ids: &[String],
             ) -> Result<Option<ReadTrace>> {
                 (**self).trace(query, source_ids).await
+            }
+            async fn read_traced(
+                &self,
+                query: &Query,
+                source_ids: &[String],
+            ) -> Result<(Recall, Option<ReadTrace>)> {
+                (**self).read_traced(query, source_ids).await
             }
             fn diagnostics(&self) -> Diagnostics {
                 (**self).diagnostics()

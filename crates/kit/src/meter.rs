@@ -493,6 +493,16 @@ impl<S: Substrate> Substrate for MeteredSubstrate<S> {
     async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
         self.inner.trace(query, source_ids).await
     }
+    /// Timed as a read: where the substrate ranks once for both, the trace's
+    /// share cannot be told apart (it is small: the ranking is the read's).
+    async fn read_traced(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> Result<(Recall, Option<ReadTrace>)> {
+        self.timed(Phase::Read, self.inner.read_traced(query, source_ids))
+            .await
+    }
     fn diagnostics(&self) -> submem_core::Diagnostics {
         self.inner.diagnostics()
     }

@@ -196,19 +196,11 @@ pub async fn compare(
             .and_then(|j| j.elapsed_ms)
             .map_or(built_ms, |ms| ms as f64);
         let start = Instant::now();
-        let recall = substrate
-            .read(&query)
+        let (recall, trace) = substrate
+            .read_traced(&query, &req.gold)
             .await
             .map_err(|e| ServerError::Internal(format!("{}: {e}", spec.name)))?;
         let latency_ms = start.elapsed().as_secs_f64() * 1e3;
-        let trace = if req.gold.is_empty() {
-            None
-        } else {
-            substrate
-                .trace(&query, &req.gold)
-                .await
-                .map_err(|e| ServerError::Internal(format!("{}: {e}", spec.name)))?
-        };
         columns.push((spec, recall, trace, latency_ms, built_ms));
     }
     let texts = service::texts_of(&events, &req.gold);

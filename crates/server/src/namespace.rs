@@ -470,6 +470,19 @@ impl NamespaceHandle {
         self.substrate.read(query).await.map_err(|e| self.err(e))
     }
 
+    /// A read of `query` with the substrate's trace of `source_ids`
+    /// ([`submem_core::Substrate::read_traced`]).
+    pub async fn read_traced(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> Result<(Recall, Option<submem_core::ReadTrace>)> {
+        self.substrate
+            .read_traced(query, source_ids)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     /// The substrate's trace of `query` for `source_ids`.
     pub async fn trace(
         &self,

@@ -20,9 +20,8 @@ use submem_kit::{render::UNIT_SEPARATOR, render_in_time_order, PackPolicy, Ranke
 /// about 30 tokens, so 2,048 candidates can fill a 32k budget.
 pub const DEFAULT_FILL_CANDIDATES: usize = 2_048;
 
-/// Ranked units a trace of M1 or M2 looks through when the read itself ranks
-/// fewer (a top-k read ranks k): deep enough to say how far below k an
-/// event ranked.
+/// Ranked units a trace of a top-k M1 or M2 read looks through (the read
+/// itself ranks k): deep enough to say how far below k an event ranked.
 pub(crate) const TRACE_DEPTH: usize = 1_000;
 
 /// How many ranked units a read takes.
@@ -127,6 +126,16 @@ impl ReadDepth {
                     }
                 })
                 .collect(),
+        }
+    }
+
+    /// How many ranked units a trace looks through: a fill read's own
+    /// candidates (an event beyond them was never ranked by the read), or
+    /// [`TRACE_DEPTH`] for a top-k read (to say how far below k it ranked).
+    pub(crate) fn trace_candidates(&self, top_k: usize) -> usize {
+        match self {
+            ReadDepth::TopK => TRACE_DEPTH.max(top_k),
+            fill => fill.candidates(top_k),
         }
     }
 

@@ -338,6 +338,40 @@ impl Substrate for HybridMemory {
         ))
     }
 
+    /// One fusion for both: the trace is the read's own fused ranking.
+    async fn read_traced(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> Result<(Recall, Option<ReadTrace>)> {
+        if source_ids.is_empty() || self.halves()?.dense.live(&query.namespace)? == 0 {
+            let recall = self.read(query).await?;
+            let trace = if source_ids.is_empty() {
+                None
+            } else {
+                self.trace(query, source_ids).await?
+            };
+            return Ok((recall, trace));
+        }
+        query.validate()?;
+        let vector = crate::dense::embed_query(&self.services, query, METHOD).await?;
+        let fused = self.fused(query, &vector)?;
+        let separator = self
+            .services
+            .tokens
+            .count(submem_kit::render::UNIT_SEPARATOR);
+        let depth = self.config.depth();
+        let trace = depth.trace(&fused, query, separator, source_ids);
+        let mut shown = fused;
+        if !depth.is_fill() {
+            shown.truncate(query.top_k);
+        }
+        Ok((
+            depth.show(shown, query, &*self.services.tokens),
+            Some(trace),
+        ))
+    }
+
     fn footprint(&self) -> Footprint {
         let Ok(halves) = self.halves() else {
             return Footprint::default();

@@ -113,3 +113,35 @@ async fn a_fill_read_counts_the_room_each_id_needed() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_read_with_its_trace_equals_the_read_and_the_trace() {
+    for fill in [false, true] {
+        for s in [
+            Box::new(
+                SparseMemory::new(test_services(None), SparseConfig::default().with_fill(fill))
+                    .unwrap(),
+            ) as Box<dyn Substrate>,
+            Box::new(
+                DenseMemory::new(test_services(None), DenseConfig::default().with_fill(fill))
+                    .unwrap(),
+            ),
+            Box::new(
+                HybridMemory::new(test_services(None), HybridConfig::default().with_fill(fill))
+                    .unwrap(),
+            ),
+        ] {
+            let ns = Namespace::new("t").unwrap();
+            s.write(&ns, &history()).await.unwrap();
+            let q = Query::question(ns, "violin violin teacher", 64).with_top_k(2);
+            let (recall, trace) = s.read_traced(&q, &ids()).await.unwrap();
+            let plain = s.read(&q).await.unwrap();
+            let name = s.info().name;
+            assert_eq!(recall.text, plain.text, "{name} fill {fill}");
+            assert_eq!(recall.sources, plain.sources, "{name} fill {fill}");
+            assert_eq!(trace, s.trace(&q, &ids()).await.unwrap(), "{name} fill {fill}");
+            let (_, none) = s.read_traced(&q, &[]).await.unwrap();
+            assert_eq!(none, None, "{name}: nothing asked, nothing traced");
+        }
+    }
+}

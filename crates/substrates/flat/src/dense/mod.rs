@@ -323,8 +323,9 @@ impl Substrate for DenseMemory {
         self.read_with_vector(query, &vector)
     }
 
-    /// The read's ranking, [`crate::fill::TRACE_DEPTH`] deep or as deep as
-    /// a fill read ranks ([`crate::fill::ReadDepth::trace`]).
+    /// The read's ranking, as deep as a fill read ranks or
+    /// [`crate::fill::TRACE_DEPTH`] deep for a top-k read
+    /// ([`crate::fill::ReadDepth::trace`]).
     async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
         query.validate()?;
         let depth = self.config.depth();
@@ -332,14 +333,49 @@ impl Substrate for DenseMemory {
             Vec::new()
         } else {
             let vector = embed_query(&self.services, query, METHOD).await?;
-            let n = depth.candidates(query.top_k).max(crate::fill::TRACE_DEPTH);
-            self.rank_with_vector(&query.namespace, &vector, n)?
+            self.rank_with_vector(
+                &query.namespace,
+                &vector,
+                depth.trace_candidates(query.top_k),
+            )?
         };
         let separator = self
             .services
             .tokens
             .count(submem_kit::render::UNIT_SEPARATOR);
         Ok(Some(depth.trace(&ranked, query, separator, source_ids)))
+    }
+
+    /// A fill read ranks once for both (its trace is its own ranking); a
+    /// top-k read traces deeper than it reads, so it does both.
+    async fn read_traced(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> Result<(Recall, Option<ReadTrace>)> {
+        let depth = self.config.depth();
+        if !depth.is_fill() || source_ids.is_empty() || self.live(&query.namespace)? == 0 {
+            let recall = self.read(query).await?;
+            let trace = if source_ids.is_empty() {
+                None
+            } else {
+                self.trace(query, source_ids).await?
+            };
+            return Ok((recall, trace));
+        }
+        query.validate()?;
+        let vector = embed_query(&self.services, query, METHOD).await?;
+        let ranked =
+            self.rank_with_vector(&query.namespace, &vector, depth.candidates(query.top_k))?;
+        let separator = self
+            .services
+            .tokens
+            .count(submem_kit::render::UNIT_SEPARATOR);
+        let trace = depth.trace(&ranked, query, separator, source_ids);
+        Ok((
+            depth.show(ranked, query, &*self.services.tokens),
+            Some(trace),
+        ))
     }
 
     #[tracing::instrument(name = "m1.manage", skip_all)]

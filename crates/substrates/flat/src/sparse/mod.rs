@@ -307,18 +307,53 @@ impl Substrate for SparseMemory {
         Ok(depth.show(ranked, query, &*self.services.tokens))
     }
 
-    /// The read's ranking, [`crate::fill::TRACE_DEPTH`] deep or as deep as
-    /// a fill read ranks ([`crate::fill::ReadDepth::trace`]).
+    /// The read's ranking, as deep as a fill read ranks or
+    /// [`crate::fill::TRACE_DEPTH`] deep for a top-k read
+    /// ([`crate::fill::ReadDepth::trace`]).
     async fn trace(&self, query: &Query, source_ids: &[String]) -> Result<Option<ReadTrace>> {
         query.validate()?;
         let depth = self.config.depth();
-        let n = depth.candidates(query.top_k).max(crate::fill::TRACE_DEPTH);
+        let n = depth.trace_candidates(query.top_k);
         let ranked = self.rank(&query.namespace, &query.retrieval_text(), n)?;
         let separator = self
             .services
             .tokens
             .count(submem_kit::render::UNIT_SEPARATOR);
         Ok(Some(depth.trace(&ranked, query, separator, source_ids)))
+    }
+
+    /// A fill read ranks once for both (its trace is its own ranking); a
+    /// top-k read traces deeper than it reads, so it does both.
+    async fn read_traced(
+        &self,
+        query: &Query,
+        source_ids: &[String],
+    ) -> Result<(Recall, Option<ReadTrace>)> {
+        let depth = self.config.depth();
+        if !depth.is_fill() || source_ids.is_empty() {
+            let recall = self.read(query).await?;
+            let trace = if source_ids.is_empty() {
+                None
+            } else {
+                self.trace(query, source_ids).await?
+            };
+            return Ok((recall, trace));
+        }
+        query.validate()?;
+        let ranked = self.rank(
+            &query.namespace,
+            &query.retrieval_text(),
+            depth.candidates(query.top_k),
+        )?;
+        let separator = self
+            .services
+            .tokens
+            .count(submem_kit::render::UNIT_SEPARATOR);
+        let trace = depth.trace(&ranked, query, separator, source_ids);
+        Ok((
+            depth.show(ranked, query, &*self.services.tokens),
+            Some(trace),
+        ))
     }
 
     fn footprint(&self) -> Footprint {
