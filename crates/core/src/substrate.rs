@@ -349,13 +349,7 @@ pub trait Substrate: Debug + Send + Sync + 'static {
         query: &Query,
         source_ids: &[String],
     ) -> Result<(Recall, Option<ReadTrace>)> {
-        let recall = self.read(query).await?;
-        let trace = if source_ids.is_empty() {
-            None
-        } else {
-            self.trace(query, source_ids).await?
-        };
-        Ok((recall, trace))
+        read_then_trace(self, query, source_ids).await
     }
 
     /// Counters of the substrate's own behaviour since it was built, by
@@ -367,6 +361,22 @@ pub trait Substrate: Debug + Send + Sync + 'static {
     fn diagnostics(&self) -> Diagnostics {
         Diagnostics::new()
     }
+}
+
+/// [`Substrate::read_traced`]'s default: a read, then (when `source_ids`
+/// is not empty) a trace; for overrides that rank once only in some modes.
+pub async fn read_then_trace<S: Substrate + ?Sized>(
+    substrate: &S,
+    query: &Query,
+    source_ids: &[String],
+) -> Result<(Recall, Option<ReadTrace>)> {
+    let recall = substrate.read(query).await?;
+    let trace = if source_ids.is_empty() {
+        None
+    } else {
+        substrate.trace(query, source_ids).await?
+    };
+    Ok((recall, trace))
 }
 
 /// A substrate's named behaviour counters (see [`Substrate::diagnostics`]).

@@ -345,13 +345,7 @@ impl Substrate for HybridMemory {
         source_ids: &[String],
     ) -> Result<(Recall, Option<ReadTrace>)> {
         if source_ids.is_empty() || self.halves()?.dense.live(&query.namespace)? == 0 {
-            let recall = self.read(query).await?;
-            let trace = if source_ids.is_empty() {
-                None
-            } else {
-                self.trace(query, source_ids).await?
-            };
-            return Ok((recall, trace));
+            return submem_core::substrate::read_then_trace(self, query, source_ids).await;
         }
         query.validate()?;
         let vector = crate::dense::embed_query(&self.services, query, METHOD).await?;

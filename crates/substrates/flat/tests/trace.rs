@@ -139,7 +139,11 @@ async fn a_read_with_its_trace_equals_the_read_and_the_trace() {
             let name = s.info().name;
             assert_eq!(recall.text, plain.text, "{name} fill {fill}");
             assert_eq!(recall.sources, plain.sources, "{name} fill {fill}");
-            assert_eq!(trace, s.trace(&q, &ids()).await.unwrap(), "{name} fill {fill}");
+            assert_eq!(
+                trace,
+                s.trace(&q, &ids()).await.unwrap(),
+                "{name} fill {fill}"
+            );
             let (_, none) = s.read_traced(&q, &[]).await.unwrap();
             assert_eq!(none, None, "{name}: nothing asked, nothing traced");
         }

@@ -355,13 +355,7 @@ impl Substrate for DenseMemory {
     ) -> Result<(Recall, Option<ReadTrace>)> {
         let depth = self.config.depth();
         if !depth.is_fill() || source_ids.is_empty() || self.live(&query.namespace)? == 0 {
-            let recall = self.read(query).await?;
-            let trace = if source_ids.is_empty() {
-                None
-            } else {
-                self.trace(query, source_ids).await?
-            };
-            return Ok((recall, trace));
+            return submem_core::substrate::read_then_trace(self, query, source_ids).await;
         }
         query.validate()?;
         let vector = embed_query(&self.services, query, METHOD).await?;

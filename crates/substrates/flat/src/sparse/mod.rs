@@ -331,13 +331,7 @@ impl Substrate for SparseMemory {
     ) -> Result<(Recall, Option<ReadTrace>)> {
         let depth = self.config.depth();
         if !depth.is_fill() || source_ids.is_empty() {
-            let recall = self.read(query).await?;
-            let trace = if source_ids.is_empty() {
-                None
-            } else {
-                self.trace(query, source_ids).await?
-            };
-            return Ok((recall, trace));
+            return submem_core::substrate::read_then_trace(self, query, source_ids).await;
         }
         query.validate()?;
         let ranked = self.rank(
