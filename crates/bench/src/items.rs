@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use submem::PhaseStats;
 use submem_core::Diagnostics;
 
-use crate::answer_key::Corrected;
 use crate::dataset::QuestionKind;
 use crate::metrics::{CoverageCounts, EvidenceFates};
 use crate::{BenchError, Result};
@@ -352,6 +351,50 @@ pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
 /// Keys already done in a list of items.
 pub fn done_keys(items: &[ItemRecord]) -> HashSet<ItemKey> {
     items.iter().map(|i| i.key.clone()).collect()
+}
+
+/// An item's answer metrics under the corrected key (items whose question
+/// the key leaves alone have none: they score as under the original key).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Corrected {
+    /// The gold answer under the corrected key; `None` when the key excludes
+    /// the question (it then counts in no answer metric of that key).
+    pub gold: Option<String>,
+    /// Answer recall against the corrected gold answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_recall: Option<f64>,
+    /// P1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub em: Option<f64>,
+    /// P2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f1: Option<f64>,
+    /// P3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bleu1: Option<f64>,
+    /// P12.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_em: Option<f64>,
+    /// P4: the first judge's verdict against the corrected gold answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<bool>,
+    /// The first judge's reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_reply: Option<String>,
+    /// Tokens of the judge calls against the corrected gold answer (all
+    /// judges'), the second judging the key costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_tokens: Option<u64>,
+    /// Every judge's verdict by name, when the run has several.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub judges: BTreeMap<String, JudgeVerdict>,
+}
+
+impl Corrected {
+    /// Whether the key excludes the item's question.
+    pub fn excluded(&self) -> bool {
+        self.gold.is_none()
+    }
 }
 
 #[cfg(test)]

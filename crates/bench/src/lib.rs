@@ -81,6 +81,7 @@ pub mod options;
 pub mod prompt;
 pub mod reader;
 pub mod report;
+pub mod rescore;
 pub mod results;
 pub mod runner;
 pub mod shard;

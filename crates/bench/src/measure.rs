@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use submem_core::{Diagnostics, Query, Regime, Resolution, Substrate};
 
-use crate::answer_key::score;
 use crate::context::Ctx;
 use crate::dataset::{Conversation, QuestionKind};
 use crate::instance::Instance;
@@ -23,6 +22,7 @@ use crate::metrics::{
     token_f1,
 };
 use crate::reader;
+use crate::rescore as score;
 use crate::{BenchError, Result};
 
 /// Reads one item and measures what the read showed: Recall@k, evidence

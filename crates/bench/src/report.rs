@@ -5,6 +5,8 @@
 //! themselves, drawn by [`crate::charts`]: `coverage.svg`, `scatter.svg`
 //! (quality against read latency) and `fates.svg`.
 
+mod judge_report;
+mod key_report;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -171,10 +173,10 @@ const COLUMNS: &[Column] = &[
 pub fn markdown(summary: &Summary, notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# submem bench report\n");
-    for w in crate::judges::report::warnings(summary) {
+    for w in judge_report::warnings(summary) {
         let _ = writeln!(out, "> {w}\n");
     }
-    if let Some(line) = crate::answer_key::report::headline(summary) {
+    if let Some(line) = key_report::headline(summary) {
         let _ = writeln!(out, "{line}\n");
     }
     for n in notes {
@@ -420,10 +422,10 @@ pub fn markdown(summary: &Summary, notes: &[String]) -> String {
         out.push('\n');
     }
     if let Some(checks) = &summary.judge_checks {
-        crate::judges::report::write_checks(&mut out, checks);
+        judge_report::write_checks(&mut out, checks);
     }
-    crate::judges::report::write_judges(&mut out, summary);
-    crate::answer_key::report::write_section(&mut out, summary);
+    judge_report::write_judges(&mut out, summary);
+    key_report::write_section(&mut out, summary);
     write_pictures(&mut out);
     out.push_str(
         "Legend: ▲ best, ▼ worst per column. Times: E15 and E14 in seconds, E3/E4 in milliseconds (means). \

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::answer_key::{self, AnswerKey};
+use crate::answer_key::AnswerKey;
 use crate::items::{read_jsonl, ItemRecord, WriteRecord};
 use crate::judges::{checks, CHECKS_FILE};
 use crate::summary::Summary;
@@ -40,7 +40,7 @@ pub fn summarize_dir(
         s.judge_checks = checks::summarize(&read_jsonl(&log)?, leniency_limit);
     }
     if let Some(key) = AnswerKey::read_applied(dir)? {
-        answer_key::summary::add(&mut s, items, &key);
+        crate::summary::key_summary::add(&mut s, items, &key);
     }
     Ok(s)
 }

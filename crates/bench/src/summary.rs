@@ -52,6 +52,7 @@
 //!
 //! A metric that is undefined for a run is `null` (shown as `n/a`), never 0.
 
+pub mod key_summary;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -59,11 +60,11 @@ use std::collections::BTreeMap;
 use submem::LatencyStats;
 use submem_core::Diagnostics;
 
-use crate::answer_key::score::judge_tokens;
 use crate::instance::TRAINING_BANK;
 use crate::items::{ItemRecord, WriteRecord};
 use crate::judges::{agreement, Agreement, JudgeChecks};
 use crate::metrics::EvidenceFates;
+use crate::rescore::judge_tokens;
 
 /// One run's metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,9 +110,9 @@ pub struct Summary {
     /// judges were checked; [`crate::results::summarize_dir`] adds them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_checks: Option<JudgeChecks>,
-    /// The answer key applied, metrics under it, ceilings ([`crate::answer_key::summary`]).
+    /// The answer key applied, metrics under it, ceilings ([`key_summary`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer_key: Option<crate::answer_key::KeySummary>,
+    pub answer_key: Option<key_summary::KeySummary>,
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> Value {

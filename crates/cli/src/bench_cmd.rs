@@ -17,7 +17,7 @@ use submem_bench::{results, Dataset, DatasetKind};
 use submem_core::Regime;
 use submem_models::{Config, LlmKind};
 
-use crate::agentic_cmd::AgenticArgs;
+use crate::agentic_args::AgenticArgs;
 use crate::bench_answer_key::{self, AnswerKeyArgs};
 use crate::bench_judges::{self, JudgeArgs};
 use crate::bench_prompts::PromptArgs;

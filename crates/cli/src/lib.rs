@@ -38,6 +38,7 @@
 //! while searching, and M1 graph reads are about 25% faster with it (dense
 //! bench). Turn it off when your binary sets its own allocator.
 
+mod agentic_args;
 mod agentic_cmd;
 mod bench_answer_key;
 mod bench_cmd;

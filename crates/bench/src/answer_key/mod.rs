@@ -40,10 +40,7 @@
 
 pub mod audit;
 pub mod own;
-pub mod report;
 mod resolve;
-pub mod score;
-pub mod summary;
 
 #[cfg(test)]
 mod tests;
@@ -55,9 +52,6 @@ use std::path::Path;
 
 use crate::dataset::{Dataset, QuestionKind};
 use crate::{BenchError, Result};
-
-pub use score::Corrected;
-pub use summary::{Ceiling, KeySummary};
 
 /// The file in a run directory that keeps the key the run applied.
 pub const APPLIED_FILE: &str = "answer_key.json";

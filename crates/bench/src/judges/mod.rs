@@ -26,7 +26,6 @@
 pub mod agreement;
 pub mod checks;
 pub mod probes;
-pub mod report;
 
 use crate::dataset::{DatasetKind, Question};
 use crate::options::Judge;

@@ -58,6 +58,7 @@
 //! prints); the built-in templates' is that of [`ReaderTemplate::builtin_text`]
 //! and [`JudgeTemplate::builtin_text`]. Runs compare templates by hash.
 
+pub mod builtin;
 mod syntax;
 
 use std::path::Path;
@@ -67,8 +68,8 @@ use sha2::{Digest, Sha256};
 use submem_core::plugin::{ReaderPrompt, MEMORY_INTRO, READER_SYSTEM};
 use submem_core::ChatMessage;
 
-use crate::reader::{judge_prompt, parse_verdict, Rubric};
 use crate::{BenchError, Question, Result};
+use builtin::{judge_prompt, parse_verdict, Rubric};
 use syntax::{Fill, Grammar, Piece, Slot};
 
 /// The name a built-in template is recorded under.
@@ -437,7 +438,7 @@ impl JudgeTemplate {
 /// the last `CORRECT` / `WRONG` / `INCORRECT` label; else a lone `yes` or
 /// `no` anywhere; else `None`.
 pub fn parse_custom_verdict(reply: &str) -> Option<bool> {
-    crate::reader::first_word_yes_no(reply)
+    builtin::first_word_yes_no(reply)
         .or_else(|| parse_verdict(Rubric::Mem0, reply))
         .or_else(|| parse_verdict(Rubric::LmeStandard, reply))
 }

@@ -1,5 +1,5 @@
+use super::builtin::{fixed_prompt_tokens, reader_messages, ReaderSettings, CHAT_FRAMING_TOKENS};
 use super::*;
-use crate::reader::{fixed_prompt_tokens, reader_messages, ReaderSettings, CHAT_FRAMING_TOKENS};
 use crate::QuestionKind;
 use submem_core::test_utils::WhitespaceCounter;
 use submem_core::{Regime, TokenCounter};

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use std::fmt::Write as _;
 
-use super::KeySummary;
+use crate::summary::key_summary::KeySummary;
 use crate::summary::{RunSummary, Summary};
 
 /// The answer metrics set side by side: metric id and column title.
@@ -262,4 +262,118 @@ fn write_changes(out: &mut String, k: &KeySummary) {
         );
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::answer_key::AnswerKey;
+    use crate::dataset::{Dataset, DatasetKind, QuestionKind};
+    use crate::items::{Corrected, ItemKey, ItemRecord};
+    use crate::summary::{key_summary as summary, RunSummary, Summary};
+    use std::path::Path;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name)
+    }
+
+    fn locomo() -> Dataset {
+        Dataset::load(DatasetKind::Locomo, &fixture("locomo-mini.json")).unwrap()
+    }
+
+    fn item(
+        q: &str,
+        category: &str,
+        judge: Option<bool>,
+        corrected: Option<Corrected>,
+    ) -> ItemRecord {
+        let key = ItemKey {
+            substrate: "m2".into(),
+            dataset: "locomo".into(),
+            conversation: "conv-26".into(),
+            question_id: q.into(),
+            budget: 512,
+            k: 5,
+        };
+        ItemRecord {
+            gold: Some("gold".into()),
+            answered: true,
+            judge,
+            em: Some(0.0),
+            answer_recall: Some(1.0),
+            corrected,
+            ..ItemRecord::unmeasured(key, category.into(), QuestionKind::Standard)
+        }
+    }
+
+    #[test]
+    fn metrics_under_both_keys_and_the_ceilings() {
+        let k = AnswerKey::load(&fixture("locomo-mini-answer-key.json"), &locomo()).unwrap();
+        let items = vec![
+            item("q0", "2:temporal", Some(true), None),
+            item(
+                "q1",
+                "2:temporal",
+                Some(false),
+                Some(Corrected {
+                    gold: Some("the year before 2023".into()),
+                    judge: Some(true),
+                    em: Some(1.0),
+                    answer_recall: Some(0.0),
+                    judge_tokens: Some(7),
+                    ..Corrected::default()
+                }),
+            ),
+            item("q2", "1:multi-hop", Some(true), Some(Corrected::default())),
+        ];
+        let mut s = crate::summary::summarize(&items, &[]);
+        summary::add(&mut s, &items, &k);
+        let r: &RunSummary = &s.runs[0];
+        assert_eq!(r.number("P4"), Some(2.0 / 3.0));
+        let under = &r.metrics["answer_key"];
+        assert_eq!(under["P4"], 1.0, "q2 left out, q1 judged right: {under}");
+        assert_eq!(under["P1"], 0.5);
+        assert_eq!(under["answer_recall"], 0.5);
+        assert_eq!(
+            (under["replaced"].clone(), under["excluded"].clone()),
+            (1.into(), 1.into())
+        );
+        assert_eq!(under["ceiling"], 1.0 / 3.0);
+        assert_eq!(under["judge_tokens"], 7);
+        assert_eq!(r.per_category["2:temporal"]["answer_key"]["ceiling"], 0.5);
+        assert_eq!(
+            r.per_category["1:multi-hop"]["answer_key"]["P4"],
+            serde_json::Value::Null
+        );
+        let ks = s.answer_key.as_ref().unwrap();
+        assert_eq!(
+            (
+                ks.overall.questions,
+                ks.overall.replaced,
+                ks.overall.excluded
+            ),
+            (3, 1, 1)
+        );
+        assert_eq!(ks.per_category["2:temporal"].ceiling, Some(0.5));
+        assert_eq!((ks.changes.len(), ks.not_asked, ks.judge_tokens), (2, 0, 7));
+        let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+
+        let md = crate::report::markdown(&s, &[]);
+        for needle in [
+            "Answer key `",
+            "## Answer key",
+            "submem's corrections format), \"Corrections to the LoCoMo test fixture (made up for the tests)\": 2 entries; 1 gold answer replaced, 1 question excluded. 2 of its changes",
+            "| 2:temporal | 2 | 1 | 0 | 0.500 |",
+            "| all | 3 | 1 | 1 | 0.333 |",
+            "| Dataset | Budget | k | Substrate | P4 judge | P1 EM | ans |",
+            "| locomo | 512 | 5 | m2 | 0.667 / 1.000 | 0.000 / 0.500 | 1.000 / 0.500 |",
+            "| m2 · 512 · 5 | 1.000 / n/a | 0.500 / 1.000 |",
+            "| 1 | conv-26/q1: When did Melanie paint a sunrise? | 2:temporal | 2022 | the year before 2023 | D2:2 says 'last year' in a session of 25 May 2023 |",
+            "| 2 | conv-26/q2: What did Caroline and Melanie talk about? | 1:multi-hop | support group, painting | *excluded* | too open to grade |",
+        ] {
+            assert!(md.contains(needle), "{needle}\n{md}");
+        }
+    }
 }

@@ -2,60 +2,13 @@
 //! original ones for every item whose question the key changes, and kept
 //! in the item's `corrected` field.
 
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-
-use super::Change;
+use crate::answer_key::Change;
 use crate::dataset::{DatasetKind, Question, QuestionKind};
-use crate::items::{ItemRecord, JudgeVerdict};
+use crate::items::{Corrected, ItemRecord};
 use crate::metrics::{answer_recall, bleu1, exact_match, sub_em, token_f1};
 use crate::options::Judge;
 use crate::prompt::JudgeTemplate;
 use crate::Result;
-
-/// An item's answer metrics under the corrected key (items whose question
-/// the key leaves alone have none: they score as under the original key).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Corrected {
-    /// The gold answer under the corrected key; `None` when the key excludes
-    /// the question (it then counts in no answer metric of that key).
-    pub gold: Option<String>,
-    /// Answer recall against the corrected gold answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer_recall: Option<f64>,
-    /// P1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub em: Option<f64>,
-    /// P2.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub f1: Option<f64>,
-    /// P3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bleu1: Option<f64>,
-    /// P12.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sub_em: Option<f64>,
-    /// P4: the first judge's verdict against the corrected gold answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge: Option<bool>,
-    /// The first judge's reply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge_reply: Option<String>,
-    /// Tokens of the judge calls against the corrected gold answer (all
-    /// judges'), the second judging the key costs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge_tokens: Option<u64>,
-    /// Every judge's verdict by name, when the run has several.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub judges: BTreeMap<String, JudgeVerdict>,
-}
-
-impl Corrected {
-    /// Whether the key excludes the item's question.
-    pub fn excluded(&self) -> bool {
-        self.gold.is_none()
-    }
-}
 
 /// Tokens every judge call on `item` used: against the dataset's gold
 /// answer and, for a question an answer key changes, the corrected one.

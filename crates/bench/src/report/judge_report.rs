@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::checks::{JudgeChecks, Rate};
+use crate::judges::checks::{JudgeChecks, Rate};
 use crate::summary::Summary;
 
 /// Disagreeing items the report lists per pair of judges (the summary keeps

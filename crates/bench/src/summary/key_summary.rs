@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{AnswerKey, Change, Corrected, KeyFormat, KeyId};
+use super::Summary;
+use crate::answer_key::{AnswerKey, Change, KeyFormat, KeyId};
+use crate::items::Corrected;
 use crate::items::ItemRecord;
-use crate::summary::Summary;
 
 /// How much of a set of questions the key keeps.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
