@@ -117,8 +117,31 @@ pub fn explain_evidence(
     recall: &Recall,
     trace: Option<&ReadTrace>,
 ) -> EvidenceReport {
+    explain_in(&normalize_ws(&recall.text), source_id, text, recall, trace)
+}
+
+/// [`explain_evidence`] for each `(source id, text)` of `events`, the
+/// memory normalised once for all of them.
+pub fn explain_evidences<'a>(
+    events: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    recall: &Recall,
+    trace: Option<&ReadTrace>,
+) -> Vec<EvidenceReport> {
     let memory = normalize_ws(&recall.text);
-    let coverage = text.map_or(Coverage::Absent, |t| coverage_of(t, &memory));
+    events
+        .into_iter()
+        .map(|(id, text)| explain_in(&memory, id, text, recall, trace))
+        .collect()
+}
+
+fn explain_in(
+    memory: &str,
+    source_id: &str,
+    text: Option<&str>,
+    recall: &Recall,
+    trace: Option<&ReadTrace>,
+) -> EvidenceReport {
+    let coverage = text.map_or(Coverage::Absent, |t| coverage_of(t, memory));
     let listed = recall
         .sources
         .iter()
@@ -132,10 +155,12 @@ pub fn explain_evidence(
     let shown = match coverage {
         Coverage::Whole => Shown::Whole,
         Coverage::Part => Shown::Part,
+        // Any record naming it counts, not only its first listing.
         Coverage::Absent
-            if listed
-                .as_ref()
-                .is_some_and(|l| l.resolution == Resolution::Record) =>
+            if recall
+                .sources
+                .iter()
+                .any(|s| s.source_id == source_id && s.resolution == Resolution::Record) =>
         {
             Shown::Record
         }

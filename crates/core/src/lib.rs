@@ -48,7 +48,7 @@ pub mod test_utils;
 pub mod testing;
 
 pub use error::{BoxError, Error, Result, ServiceError};
-pub use evidence::{explain_evidence, EvidenceReport, Shown};
+pub use evidence::{explain_evidence, explain_evidences, EvidenceReport, Shown};
 pub use history::{Event, History, Namespace, Step, Turn};
 pub use query::{Query, Recall, Regime, Resolution, SourceHit};
 pub use services::{

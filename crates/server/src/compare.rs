@@ -204,8 +204,7 @@ pub async fn compare(
         columns.push((spec, recall, trace, latency_ms, built_ms));
     }
     let texts = service::texts_of(&events, &req.gold);
-    let rendered: HashMap<&str, String> =
-        events.iter().map(|e| (e.source_id(), e.render())).collect();
+    let by_id: HashMap<&str, &Event> = events.iter().map(|e| (e.source_id(), e)).collect();
     // How many columns show each source: the diff the page marks.
     let mut shown_by: HashMap<&str, usize> = HashMap::new();
     for (_, recall, ..) in &columns {
@@ -245,8 +244,8 @@ pub async fn compare(
         let only_tokens: usize = only
             .iter()
             .filter(|s| s.resolution == Resolution::Raw)
-            .filter_map(|s| rendered.get(s.source_id.as_str()))
-            .map(|t| tokens.count(t))
+            .filter_map(|s| by_id.get(s.source_id.as_str()))
+            .map(|e| tokens.count(&e.render()))
             .sum();
         out.push(json!({
             "substrate": v_name(spec),

@@ -483,18 +483,6 @@ impl NamespaceHandle {
             .map_err(|e| self.err(e))
     }
 
-    /// The substrate's trace of `query` for `source_ids`.
-    pub async fn trace(
-        &self,
-        query: &Query,
-        source_ids: &[String],
-    ) -> Result<Option<submem_core::ReadTrace>> {
-        self.substrate
-            .trace(query, source_ids)
-            .await
-            .map_err(|e| self.err(e))
-    }
-
     /// The live history from the log: every event written and not
     /// forgotten, oldest first (what a fresh substrate would be given).
     pub async fn live_events(&self) -> Result<Arc<Vec<Event>>> {

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use submem_core::query::{MAX_BUDGET, MIN_BUDGET};
 use submem_core::{
-    explain_evidence, Event, EvidenceReport, ManageReport, Query, ReadTrace, Recall, SourceHit,
+    explain_evidences, Event, EvidenceReport, ManageReport, Query, ReadTrace, Recall, SourceHit,
     WriteReport,
 };
 
@@ -436,16 +436,19 @@ pub(crate) fn texts_of(
         .collect()
 }
 
-/// [`explain_evidence`] for each of `ids`.
+/// [`explain_evidences`] for each of `ids`, with their texts from `texts`.
 pub(crate) fn explain_all(
     ids: &[String],
     texts: &std::collections::HashMap<String, String>,
     recall: &Recall,
     trace: Option<&ReadTrace>,
 ) -> Vec<EvidenceReport> {
-    ids.iter()
-        .map(|id| explain_evidence(id, texts.get(id).map(String::as_str), recall, trace))
-        .collect()
+    explain_evidences(
+        ids.iter()
+            .map(|id| (id.as_str(), texts.get(id).map(String::as_str))),
+        recall,
+        trace,
+    )
 }
 
 /// Most events one `GET /v1/namespaces/{ns}/events` answers.

@@ -41,18 +41,23 @@ pub const REPORTS_JS: &str = include_str!("../assets/ui/reports.js");
 /// The page's style sheet.
 pub const STYLE_CSS: &str = include_str!("../assets/ui/style.css");
 
-/// The paths this module serves, all `GET`, outside `/v1` and its keys.
-pub const PATHS: &[&str] = &[
-    "/ui",
-    "/ui/",
-    "/ui/app.js",
-    "/ui/episodes.js",
-    "/ui/evidence.js",
-    "/ui/view.js",
-    "/ui/charts.js",
-    "/ui/compare.js",
-    "/ui/reports.js",
-    "/ui/style.css",
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// What this module serves, all `GET`, outside `/v1` and its keys: path,
+/// content type, body.
+pub const ASSETS: &[(&str, &str, &str)] = &[
+    ("/ui", HTML, INDEX_HTML),
+    ("/ui/", HTML, INDEX_HTML),
+    ("/ui/app.js", JS, APP_JS),
+    ("/ui/episodes.js", JS, EPISODES_JS),
+    ("/ui/evidence.js", JS, EVIDENCE_JS),
+    ("/ui/view.js", JS, VIEW_JS),
+    ("/ui/charts.js", JS, CHARTS_JS),
+    ("/ui/compare.js", JS, COMPARE_JS),
+    ("/ui/reports.js", JS, REPORTS_JS),
+    ("/ui/style.css", CSS, STYLE_CSS),
 ];
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -71,53 +76,11 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML)
-}
-
-async fn app_js() -> Response {
-    asset("text/javascript; charset=utf-8", APP_JS)
-}
-
-async fn episodes_js() -> Response {
-    asset("text/javascript; charset=utf-8", EPISODES_JS)
-}
-
-async fn evidence_js() -> Response {
-    asset("text/javascript; charset=utf-8", EVIDENCE_JS)
-}
-
-async fn view_js() -> Response {
-    asset("text/javascript; charset=utf-8", VIEW_JS)
-}
-
-async fn charts_js() -> Response {
-    asset("text/javascript; charset=utf-8", CHARTS_JS)
-}
-
-async fn compare_js() -> Response {
-    asset("text/javascript; charset=utf-8", COMPARE_JS)
-}
-
-async fn reports_js() -> Response {
-    asset("text/javascript; charset=utf-8", REPORTS_JS)
-}
-
-async fn style_css() -> Response {
-    asset("text/css; charset=utf-8", STYLE_CSS)
-}
-
 /// The `/ui` routes, to merge into the application's router.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route("/ui", get(index))
-        .route("/ui/", get(index))
-        .route("/ui/app.js", get(app_js))
-        .route("/ui/episodes.js", get(episodes_js))
-        .route("/ui/evidence.js", get(evidence_js))
-        .route("/ui/view.js", get(view_js))
-        .route("/ui/charts.js", get(charts_js))
-        .route("/ui/compare.js", get(compare_js))
-        .route("/ui/reports.js", get(reports_js))
-        .route("/ui/style.css", get(style_css))
+    ASSETS
+        .iter()
+        .fold(Router::new(), |router, &(path, content_type, body)| {
+            router.route(path, get(move || async move { asset(content_type, body) }))
+        })
 }

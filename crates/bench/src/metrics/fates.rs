@@ -12,9 +12,7 @@
 //! top-k read) ranked below the k it shows.
 
 use serde::{Deserialize, Serialize};
-use submem_core::{EvidenceFate, ReadTrace, Recall, Resolution};
-
-use super::retrieval::{coverage_of, normalize_ws, Coverage};
+use submem_core::{explain_evidences, EvidenceFate, ReadTrace, Recall, Shown};
 
 /// Counts of gold turns by where they went in one read (or summed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,32 +75,19 @@ pub fn evidence_fates<'a>(
     recall: &Recall,
     trace: Option<&ReadTrace>,
 ) -> EvidenceFates {
-    let memory = normalize_ws(&recall.text);
+    // The same classification the server's explained reads give, counted.
     let mut f = EvidenceFates::default();
-    for (id, text) in gold {
+    for r in explain_evidences(gold.into_iter().map(|(id, t)| (id, Some(t))), recall, trace) {
         f.gold += 1;
-        let coverage = coverage_of(text, &memory);
-        match coverage {
-            Coverage::Whole => f.whole += 1,
-            Coverage::Part => f.part_only += 1,
-            Coverage::Absent => {
-                let as_record = recall
-                    .sources
-                    .iter()
-                    .any(|s| s.source_id == id && s.resolution == Resolution::Record);
-                if as_record {
-                    f.record_only += 1;
-                } else {
-                    f.absent += 1;
-                }
-            }
+        match r.shown {
+            Shown::Whole => f.whole += 1,
+            Shown::Part => f.part_only += 1,
+            Shown::Record => f.record_only += 1,
+            Shown::Absent => f.absent += 1,
         }
-        let Some(t) = trace else { continue };
-        let Some(e) = t.events.iter().find(|e| e.source_id == id) else {
-            continue;
-        };
+        let Some(fate) = r.fate else { continue };
         f.traced += 1;
-        match t.fate_of(e, coverage == Coverage::Whole) {
+        match fate {
             EvidenceFate::Shown => {}
             EvidenceFate::NotRanked => f.not_ranked += 1,
             EvidenceFate::RankedTooLow => f.ranked_too_low += 1,
@@ -117,7 +102,7 @@ pub fn evidence_fates<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use submem_core::{EvidenceTrace, SourceHit};
+    use submem_core::{EvidenceTrace, Resolution, SourceHit};
 
     #[test]
     fn buckets_with_and_without_a_trace() {

@@ -101,9 +101,10 @@ impl ReadDepth {
         &self,
         ranked: &[(RankedUnit, u32)],
         query: &Query,
-        separator_tokens: usize,
+        tokens: &dyn TokenCounter,
         ids: &[String],
     ) -> ReadTrace {
+        let separator_tokens = tokens.count(UNIT_SEPARATOR);
         let mut first: HashMap<&str, (usize, usize)> = HashMap::new();
         let mut used = 0usize;
         for (rank, (unit, tokens)) in ranked.iter().enumerate() {
@@ -127,6 +128,19 @@ impl ReadDepth {
                 })
                 .collect(),
         }
+    }
+
+    /// The recall [`ReadDepth::show`] makes of `ranked` with its trace of
+    /// `ids`: a read that ranks once for both.
+    pub(crate) fn show_traced(
+        &self,
+        ranked: Vec<(RankedUnit, u32)>,
+        query: &Query,
+        tokens: &dyn TokenCounter,
+        ids: &[String],
+    ) -> (Recall, Option<ReadTrace>) {
+        let trace = self.trace(&ranked, query, tokens, ids);
+        (self.show(ranked, query, tokens), Some(trace))
     }
 
     /// How many ranked units a trace looks through: a fill read's own

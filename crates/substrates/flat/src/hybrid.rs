@@ -327,15 +327,12 @@ impl Substrate for HybridMemory {
             let vector = crate::dense::embed_query(&self.services, query, METHOD).await?;
             self.fused(query, &vector)?
         };
-        let separator = self
-            .services
-            .tokens
-            .count(submem_kit::render::UNIT_SEPARATOR);
-        Ok(Some(
-            self.config
-                .depth()
-                .trace(&fused, query, separator, source_ids),
-        ))
+        Ok(Some(self.config.depth().trace(
+            &fused,
+            query,
+            &*self.services.tokens,
+            source_ids,
+        )))
     }
 
     /// One fusion for both: the trace is the read's own fused ranking.
@@ -350,12 +347,8 @@ impl Substrate for HybridMemory {
         query.validate()?;
         let vector = crate::dense::embed_query(&self.services, query, METHOD).await?;
         let fused = self.fused(query, &vector)?;
-        let separator = self
-            .services
-            .tokens
-            .count(submem_kit::render::UNIT_SEPARATOR);
         let depth = self.config.depth();
-        let trace = depth.trace(&fused, query, separator, source_ids);
+        let trace = depth.trace(&fused, query, &*self.services.tokens, source_ids);
         let mut shown = fused;
         if !depth.is_fill() {
             shown.truncate(query.top_k);

@@ -339,11 +339,12 @@ impl Substrate for DenseMemory {
                 depth.trace_candidates(query.top_k),
             )?
         };
-        let separator = self
-            .services
-            .tokens
-            .count(submem_kit::render::UNIT_SEPARATOR);
-        Ok(Some(depth.trace(&ranked, query, separator, source_ids)))
+        Ok(Some(depth.trace(
+            &ranked,
+            query,
+            &*self.services.tokens,
+            source_ids,
+        )))
     }
 
     /// A fill read ranks once for both (its trace is its own ranking); a
@@ -361,15 +362,7 @@ impl Substrate for DenseMemory {
         let vector = embed_query(&self.services, query, METHOD).await?;
         let ranked =
             self.rank_with_vector(&query.namespace, &vector, depth.candidates(query.top_k))?;
-        let separator = self
-            .services
-            .tokens
-            .count(submem_kit::render::UNIT_SEPARATOR);
-        let trace = depth.trace(&ranked, query, separator, source_ids);
-        Ok((
-            depth.show(ranked, query, &*self.services.tokens),
-            Some(trace),
-        ))
+        Ok(depth.show_traced(ranked, query, &*self.services.tokens, source_ids))
     }
 
     #[tracing::instrument(name = "m1.manage", skip_all)]

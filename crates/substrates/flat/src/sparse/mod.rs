@@ -315,11 +315,12 @@ impl Substrate for SparseMemory {
         let depth = self.config.depth();
         let n = depth.trace_candidates(query.top_k);
         let ranked = self.rank(&query.namespace, &query.retrieval_text(), n)?;
-        let separator = self
-            .services
-            .tokens
-            .count(submem_kit::render::UNIT_SEPARATOR);
-        Ok(Some(depth.trace(&ranked, query, separator, source_ids)))
+        Ok(Some(depth.trace(
+            &ranked,
+            query,
+            &*self.services.tokens,
+            source_ids,
+        )))
     }
 
     /// A fill read ranks once for both (its trace is its own ranking); a
@@ -339,15 +340,7 @@ impl Substrate for SparseMemory {
             &query.retrieval_text(),
             depth.candidates(query.top_k),
         )?;
-        let separator = self
-            .services
-            .tokens
-            .count(submem_kit::render::UNIT_SEPARATOR);
-        let trace = depth.trace(&ranked, query, separator, source_ids);
-        Ok((
-            depth.show(ranked, query, &*self.services.tokens),
-            Some(trace),
-        ))
+        Ok(depth.show_traced(ranked, query, &*self.services.tokens, source_ids))
     }
 
     fn footprint(&self) -> Footprint {
