@@ -348,6 +348,32 @@ pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
         .collect())
 }
 
+/// The JSON record `path` holds (a run directory's `shard.json`,
+/// `answer_key.json`); `None` when there is no such file.
+pub(crate) fn read_json_file<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(BenchError::io(path, e)),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| BenchError::Json {
+            what: path.display().to_string(),
+            source: e,
+        })
+}
+
+/// Writes `value` into `path` as pretty JSON, replacing the old file whole
+/// ([`submem::persist::write_atomic`]: a reader never sees half a record).
+pub(crate) fn write_json_file<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let json = serde_json::to_vec_pretty(value).map_err(|e| BenchError::Json {
+        what: path.display().to_string(),
+        source: e,
+    })?;
+    Ok(submem::persist::write_atomic(path, &json)?)
+}
+
 /// Keys already done in a list of items.
 pub fn done_keys(items: &[ItemRecord]) -> HashSet<ItemKey> {
     items.iter().map(|i| i.key.clone()).collect()

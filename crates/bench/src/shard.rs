@@ -150,30 +150,13 @@ pub struct ShardRecord {
 impl ShardRecord {
     /// The record in `dir`, if it holds one.
     pub fn read(dir: &Path) -> Result<Option<ShardRecord>> {
-        let path = dir.join(SHARD_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(BenchError::io(&path, e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| BenchError::Json {
-                what: path.display().to_string(),
-                source: e,
-            })
+        crate::items::read_json_file(&dir.join(SHARD_FILE))
     }
 
     /// Writes the record into `dir`, replacing the old one whole (a reader
     /// never sees half a record).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let json = serde_json::to_string_pretty(self).map_err(|e| BenchError::Json {
-            what: SHARD_FILE.into(),
-            source: e,
-        })?;
-        let (tmp, path) = (dir.join(".shard.json.tmp"), dir.join(SHARD_FILE));
-        std::fs::write(&tmp, json).map_err(|e| BenchError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| BenchError::io(&path, e))
+        crate::items::write_json_file(&dir.join(SHARD_FILE), self)
     }
 
     /// Refuses to run `shard` (or, with `None`, the whole run) in `dir` when

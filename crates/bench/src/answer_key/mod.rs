@@ -318,28 +318,12 @@ impl AnswerKey {
 
     /// The key a run directory applied ([`APPLIED_FILE`]), if any.
     pub fn read_applied(dir: &Path) -> Result<Option<Self>> {
-        let path = dir.join(APPLIED_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(BenchError::io(&path, e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| BenchError::Json {
-                what: path.display().to_string(),
-                source: e,
-            })
+        crate::items::read_json_file(&dir.join(APPLIED_FILE))
     }
 
     /// Writes the key into `dir` as the one its run applied.
     pub fn write_applied(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(APPLIED_FILE);
-        let json = serde_json::to_string_pretty(self).map_err(|e| BenchError::Json {
-            what: APPLIED_FILE.into(),
-            source: e,
-        })?;
-        std::fs::write(&path, json).map_err(|e| BenchError::io(&path, e))
+        crate::items::write_json_file(&dir.join(APPLIED_FILE), self)
     }
 }
 
