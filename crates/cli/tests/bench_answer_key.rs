@@ -6,36 +6,16 @@
 //! are refused; a key naming an unknown question or with a malformed entry
 //! is a clear error naming the entry, before anything is written.
 
+mod common;
+use common::{assert_clean_failure, submem, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn submem() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_submem"));
-    c.env_remove("SUBMEM_BENCH_ABORT_AFTER")
-        .env("SUBMEM_FETCH", "false");
-    c
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../bench/tests/fixtures")
         .join(name)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn assert_clean_failure(o: &Output, needle: &str) {
-    let t = text(o);
-    assert!(!o.status.success(), "should fail: {t}");
-    assert!(t.contains(needle), "expected {needle:?} in: {t}");
-    assert!(!t.contains("panicked"), "panic: {t}");
 }
 
 /// A retrieval-only run of the recency window (and BM25) on the fixture.

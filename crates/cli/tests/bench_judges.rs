@@ -6,6 +6,8 @@
 //! are logged, a resume asks nothing again and refuses other judges, and a
 //! sharded run merges its checks.
 
+mod common;
+use common::text;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -36,14 +38,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../bench/tests/fixtures")
         .join(name)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Chat requests per server (`yes`, `no`, `reader`).

@@ -6,36 +6,16 @@
 //! run.json without the keys resumes with the built-in templates; bad
 //! template files are clear errors before anything is written.
 
+mod common;
+use common::{assert_clean_failure, submem, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// A reader template (no system message: shorter than the built-in one)
 /// and its SHA-256 (`printf '…' | sha256sum`).
 const READER: &str = "\n---\nNotes:\n{memory}\n\nQ: {question}\nA:\n";
 const READER_SHA256: &str = "53dab5318c8acaeac9eb5eccdb04a594b1a91b45fc4621a00aa39efd562fff52";
-
-fn submem() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_submem"));
-    c.env_remove("SUBMEM_BENCH_ABORT_AFTER")
-        .env("SUBMEM_FETCH", "false");
-    c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn assert_clean_failure(o: &Output, needle: &str) {
-    let t = text(o);
-    assert!(!o.status.success(), "should fail: {t}");
-    assert!(t.contains(needle), "expected {needle:?} in: {t}");
-    assert!(!t.contains("panicked"), "panic: {t}");
-}
 
 /// A small retrieval-only run (the recency window needs no model) into
 /// `out`, with `extra` arguments.

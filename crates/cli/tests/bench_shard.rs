@@ -5,28 +5,15 @@
 //! timings aside. Bad shards, a resume with another shard and a merge of
 //! what is not every shard of one run are clear errors.
 
+mod common;
+use common::{assert_clean_failure, submem, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// LLM-free substrates that need no model file (BM25, BM25 packing, the
 /// recency window); `--no-baselines` keeps the dense packings out.
 const SUBSTRATES: &str = "m2,m2-fill,recent";
-
-fn submem() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_submem"));
-    c.env_remove("SUBMEM_BENCH_ABORT_AFTER")
-        .env("SUBMEM_FETCH", "false");
-    c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn bench(out: &Path, shard: Option<&str>) -> Output {
     let mut c = submem();
@@ -37,13 +24,6 @@ fn bench(out: &Path, shard: Option<&str>) -> Output {
         c.args(["--shard", s]);
     }
     c.output().unwrap()
-}
-
-fn assert_clean_failure(o: &Output, needle: &str) {
-    let t = text(o);
-    assert!(!o.status.success(), "should fail: {t}");
-    assert!(t.contains(needle), "expected {needle:?} in: {t}");
-    assert!(!t.contains("panicked"), "panic: {t}");
 }
 
 /// `value` with every timing (wall times, latencies) replaced by a marker.

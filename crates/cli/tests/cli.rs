@@ -2,37 +2,16 @@
 //! The `submem` binary on bad input (clear message, non-zero exit, no panic),
 //! on a small run, and killed mid-run then resumed.
 
+mod common;
+use common::{assert_clean_failure, submem, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn submem() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_submem"));
-    // Keep the test independent of any user configuration or model cache.
-    c.env_remove("SUBMEM_BENCH_ABORT_AFTER")
-        .env("SUBMEM_FETCH", "false");
-    c
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../bench/tests/fixtures")
         .join(name)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn assert_clean_failure(o: &Output, needle: &str) {
-    let t = text(o);
-    assert!(!o.status.success(), "should fail: {t}");
-    assert!(t.contains(needle), "expected {needle:?} in: {t}");
-    assert!(!t.contains("panicked"), "panic: {t}");
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! (`tests/fixtures/route`: 12 questions × budgets 2048/8192 for m2, m10 and
 //! a router run) and the bench crate's LoCoMo fixture.
 
+mod common;
+use common::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -16,14 +18,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn ok(o: Output) -> String {
