@@ -58,7 +58,11 @@ async fn write_read_forget_and_restart_round_trip() {
     assert_eq!(body["sources"][0]["source_id"], "D1:0", "{body}");
     assert!(body["text"].as_str().unwrap().contains("Ingrid"));
     assert!(body["tokens"].as_u64().unwrap() > 0);
-    assert!(body["trace"].is_null(), "m2 keeps no trace: {body}");
+    // M2 traces its own ranking now: a top-k read says its k and where the asked-about turn ranked.
+    assert_eq!(body["trace"]["top_k"], 2, "{body}");
+    assert_eq!(body["evidence"][0]["source_id"], "D1:0", "{body}");
+    assert_eq!(body["evidence"][0]["fate"], "shown", "{body}");
+    assert_eq!(body["evidence"][0]["ranked"]["rank"], 0, "{body}");
     // FlexA-Mem traces: the read says how the asked-about event fared.
     let (st, body) = call(
         &s,
