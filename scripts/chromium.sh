@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Headless Chromium and its WebDriver for the inspector's browser test
-# (crates/server/tests/suite/browser.rs), from Debian's packages.
+# (crates/server/tests/suite/browser/), from Debian's packages.
 #   scripts/chromium.sh install   installs them when missing (idempotent; root or sudo)
 #   scripts/chromium.sh check     exits 1, saying what to run, when either is missing
 set -euo pipefail

@@ -5,6 +5,7 @@
 
 pub mod pg;
 pub mod port;
+pub mod webdriver;
 
 use serde_json::{json, Value};
 use std::path::Path;
