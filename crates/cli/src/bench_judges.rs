@@ -107,7 +107,9 @@ impl JudgeArgs {
     }
 
     /// The run's judges, each loaded on its first call: those named, or
-    /// one of `default` when none is named; none without a reader.
+    /// one of `default` when none is named. Without a reader there is no
+    /// answer to judge: the default judge is dropped, but judges named with
+    /// `--judge` stay for their checks, which grade fixed probes, not answers.
     pub fn judges(
         &self,
         config: &Config,
@@ -117,15 +119,13 @@ impl JudgeArgs {
         self.check(config)?;
         let choices = match self.choices()? {
             Some(c) => c,
+            None if !has_reader => Vec::new(),
             None => match default {
                 LlmKind::Local => vec![Choice::Local],
                 LlmKind::Openai => vec![Choice::Openai],
                 LlmKind::None => Vec::new(),
             },
         };
-        if !has_reader {
-            return Ok(Vec::new());
-        }
         choices
             .into_iter()
             .map(|c| {
@@ -216,13 +216,16 @@ mod tests {
         assert_eq!(record(&[]), Value::Null);
         assert!(notes(&j, &args(&[]), 7)[0].starts_with("judges: openai (openai m (judge)), qwen"));
         assert!(notes(&j, &args(&[]), 7)[1].contains("up to 20 sampled questions (seed 7)"));
-        // The default follows the reader's kind; no reader, no judge.
+        // The default follows the reader's kind; no reader, no default
+        // judge, but a named one stays for its checks.
         let d = args(&[]).judges(&c, LlmKind::Openai, true).unwrap();
         assert_eq!(d[0].name, "openai");
         assert!(args(&[])
             .judges(&c, LlmKind::Openai, false)
             .unwrap()
             .is_empty());
+        let named = args(&["qwen"]).judges(&c, LlmKind::Openai, false).unwrap();
+        assert_eq!(named[0].name, "qwen");
         assert!(args(&["none"])
             .judges(&c, LlmKind::Local, true)
             .unwrap()

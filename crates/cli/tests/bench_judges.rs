@@ -92,21 +92,22 @@ fn servers(rt: &tokio::runtime::Runtime, dir: &Path) -> (PathBuf, Hits) {
     (config, hits)
 }
 
+/// A bench run on the fixture, read by the `[openai]` test server unless
+/// `extra` names another `--reader`.
 fn bench(config: &Path, out: &Path, substrates: &str, extra: &[&str]) -> Output {
+    let reader: &[&str] = if extra.contains(&"--reader") {
+        &[]
+    } else {
+        &["--reader", "openai"]
+    };
     submem()
         .arg("--config")
         .arg(config)
         .args(["bench", "--dataset", "locomo", "--data"])
         .arg(fixture("locomo-mini.json"))
         .args(["--substrates", substrates, "--no-baselines", "-q"])
-        .args([
-            "--reader",
-            "openai",
-            "--memory-llm",
-            "none",
-            "--budget",
-            "512",
-        ])
+        .args(reader)
+        .args(["--memory-llm", "none", "--budget", "512"])
         .args(extra)
         .arg("--out")
         .arg(out)
@@ -250,6 +251,34 @@ fn a_judge_that_accepts_everything_is_flagged_beside_a_second_judge() {
         "{report}"
     );
     assert!(!report.contains("## Several judges"), "{report}");
+}
+
+#[test]
+fn a_named_judge_is_checked_in_a_run_without_a_reader() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, h) = servers(&rt, dir.path());
+    let out = dir.path().join("run");
+    let o = bench(&config, &out, "m2", &["--reader", "none", "--judge", "yes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // No answer to judge, but the 8 probes are graded.
+    assert_eq!((hits(&h, "reader"), hits(&h, "yes")), (0, 8));
+    assert_eq!(jsonl(&out.join("judge_checks.jsonl")).len(), 8);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("> **Warning: the judge `yes` is lenient.**"),
+        "{report}"
+    );
+    // Without --judge, a run without a reader has no judge at all.
+    let o = bench(
+        &config,
+        &dir.path().join("plain"),
+        "m2",
+        &["--reader", "none"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!dir.path().join("plain/judge_checks.jsonl").exists());
+    assert_eq!(hits(&h, "yes"), 8);
 }
 
 #[test]
