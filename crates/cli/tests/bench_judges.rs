@@ -175,6 +175,11 @@ fn a_judge_that_accepts_everything_is_flagged_beside_a_second_judge() {
     );
     assert!(!report.contains("judge `no` is lenient"), "{report}");
     assert!(
+        report.contains("> **Warning: the judge `no` is strict.** In its checks it rejected 3 of 3 gold answers (100 %)"),
+        "{report}"
+    );
+    assert!(!report.contains("is mostly unreadable"), "{report}");
+    assert!(
         report.contains("| yes | 3 | 0/3 = 0.00 [0.00, 0.56] |"),
         "{report}"
     );

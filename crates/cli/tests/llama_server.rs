@@ -446,6 +446,11 @@ fn locomo_sample_is_written_answered_and_judged_through_the_server() {
         .nth(2)
         .is_some_and(|l| l.starts_with("> **Warning: the judge `openai` is lenient.**"));
     assert_eq!(warned, j["lenient"] == true, "{md}");
+    assert_eq!(
+        md.contains("the judge `openai` is mostly unreadable.**"),
+        j["mostly_unreadable"] == true,
+        "{md}"
+    );
 }
 
 #[test]

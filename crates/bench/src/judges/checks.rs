@@ -11,8 +11,11 @@
 //! are counted apart and left out of the shares. A judge is *lenient* when
 //! either leniency exceeds the run's limit (`--judge-leniency-limit`, 0.2 by
 //! default): its P4 counts wrong answers as right often enough to matter,
-//! and the report says so at its top. The summary counts every check in the
-//! log: a resume with a smaller sample keeps the checks already made.
+//! and the report says so at its top. It also warns about a judge that is
+//! *strict* (it rejects more gold answers than the same limit) or whose
+//! replies are *mostly unreadable* (more than half its probes): either way
+//! its P4 says little. The summary counts every check in the log: a resume
+//! with a smaller sample keeps the checks already made.
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -263,6 +266,27 @@ pub struct JudgeCheckSummary {
     pub tokens: u64,
     /// Whether either leniency exceeds the limit.
     pub lenient: bool,
+    /// Whether the share of gold answers rejected exceeds the limit.
+    #[serde(default)]
+    pub strict: bool,
+    /// Whether more than half the judge's probes got a reply that could
+    /// not be read as a verdict.
+    #[serde(default)]
+    pub mostly_unreadable: bool,
+}
+
+impl JudgeCheckSummary {
+    /// Probes whose reply could not be read, of every kind.
+    pub fn unreadable(&self) -> usize {
+        self.strictness.unreadable
+            + self.leniency_specific.unreadable
+            + self.leniency_vague.unreadable
+    }
+
+    /// Probes graded, of every kind.
+    pub fn probes(&self) -> usize {
+        self.unreadable() + self.strictness.n + self.leniency_specific.n + self.leniency_vague.n
+    }
 }
 
 /// Every judge's check rates.
@@ -303,15 +327,20 @@ pub fn summarize(records: &[CheckRecord], leniency_limit: f64) -> Option<JudgeCh
             let leniency_specific = Rate::of(&mine, ProbeKind::SpecificWrong);
             let leniency_vague = Rate::of(&mine, ProbeKind::VagueTopical);
             let over = |r: &Rate| r.rate.is_some_and(|x| x > leniency_limit);
-            JudgeCheckSummary {
+            let strictness = Rate::of(&mine, ProbeKind::Gold);
+            let mut s = JudgeCheckSummary {
                 judge: name.to_string(),
                 questions: questions.len(),
-                strictness: Rate::of(&mine, ProbeKind::Gold),
+                strict: over(&strictness),
+                strictness,
                 lenient: over(&leniency_specific) || over(&leniency_vague),
                 leniency_specific,
                 leniency_vague,
                 tokens: mine.iter().map(|r| r.tokens).sum(),
-            }
+                mostly_unreadable: false,
+            };
+            s.mostly_unreadable = 2 * s.unreadable() > s.probes();
+            s
         })
         .collect();
     Some(JudgeChecks {
@@ -379,6 +408,16 @@ mod tests {
         assert_eq!(strict.strictness.count, 1);
         assert_eq!(strict.leniency_vague.rate, Some(0.0));
         assert!(!strict.lenient);
+        assert!(strict.strict && !yes.strict, "half the gold rejected");
+        assert!(!yes.mostly_unreadable && (yes.unreadable(), yes.probes()) == (1, 5));
+        let mumbled = summarize(
+            &[records[4].clone(), records[4].clone(), records[0].clone()],
+            0.2,
+        );
+        assert!(
+            mumbled.unwrap().judges[0].mostly_unreadable,
+            "2 of 3 unreadable"
+        );
         // No verdict of a kind: no share, no interval.
         let none = Rate::of(&[], Gold);
         assert_eq!((none.rate, none.low, none.high), (None, None, None));

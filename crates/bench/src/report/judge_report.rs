@@ -1,5 +1,5 @@
-//! The judges' part of `report.md`: the warning at its top for a lenient
-//! judge, the judge checks' rates, P4 per judge and the judges' agreement.
+//! The judges' part of `report.md`: the warnings at its top for a lenient,
+//! strict or mostly unreadable judge, the judge checks' rates, P4 per judge and the judges' agreement.
 
 use std::fmt::Write as _;
 
@@ -24,12 +24,40 @@ fn rate_cell(r: &Rate) -> String {
     }
 }
 
-/// The warning lines for judges whose leniency passes the run's limit (none
-/// when every judge is within it or no checks ran).
+/// The warning lines: first for judges whose leniency passes the run's
+/// limit, then for judges that are strict or mostly unreadable (none when
+/// every judge is within bounds or no checks ran).
 pub fn warnings(summary: &Summary) -> Vec<String> {
     let Some(checks) = &summary.judge_checks else {
         return Vec::new();
     };
+    let mut lines = lenient_warnings(checks);
+    for j in &checks.judges {
+        if j.mostly_unreadable {
+            lines.push(format!(
+                "**Warning: the judge `{}` is mostly unreadable.** {} of its {} check replies gave no \
+verdict that could be read: its P4 rests on the few it gave.",
+                j.judge,
+                j.unreadable(),
+                j.probes()
+            ));
+        }
+        if let (true, Some(x)) = (j.strict, j.strictness.rate) {
+            lines.push(format!(
+                "**Warning: the judge `{}` is strict.** In its checks it rejected {} of {} gold \
+answers ({}), more than the limit of {}: its P4 counts right answers as wrong.",
+                j.judge,
+                j.strictness.count,
+                j.strictness.n,
+                pct(x),
+                pct(checks.leniency_limit)
+            ));
+        }
+    }
+    lines
+}
+
+fn lenient_warnings(checks: &JudgeChecks) -> Vec<String> {
     checks
         .judges
         .iter()
@@ -72,8 +100,9 @@ pub fn write_checks(out: &mut String, checks: &JudgeChecks) {
 questions: the gold answer (a sound judge accepts it), another question's gold answer of the same \
 category and kind (specific wrong) and a sentence that names the question's topic without answering \
 it (vague wrong). Shares are of the verdicts that could be read, with 95 % Wilson intervals; a judge \
-is flagged when it accepts more than {} of either kind of wrong answer (`judge_checks.jsonl` holds \
-every probe and reply).\n",
+is flagged lenient when it accepts more than {0} of either kind of wrong answer, strict when it \
+rejects more than {0} of the gold answers, mostly unreadable when more than half its replies give no \
+verdict (`judge_checks.jsonl` holds every probe and reply).\n",
         pct(checks.leniency_limit)
     );
     let _ = writeln!(
@@ -82,18 +111,25 @@ every probe and reply).\n",
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
     for j in &checks.judges {
-        let unreadable =
-            j.strictness.unreadable + j.leniency_specific.unreadable + j.leniency_vague.unreadable;
+        let flags: Vec<&str> = [
+            (j.lenient, "lenient ⚠"),
+            (j.strict, "strict ⚠"),
+            (j.mostly_unreadable, "mostly unreadable ⚠"),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {unreadable} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             j.judge,
             j.questions,
             rate_cell(&j.strictness),
             rate_cell(&j.leniency_specific),
             rate_cell(&j.leniency_vague),
+            j.unreadable(),
             j.tokens,
-            if j.lenient { "lenient ⚠" } else { "" }
+            flags.join(", ")
         );
     }
     out.push('\n');
