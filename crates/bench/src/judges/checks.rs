@@ -328,7 +328,8 @@ pub fn summarize(records: &[CheckRecord], leniency_limit: f64) -> Option<JudgeCh
             let leniency_vague = Rate::of(&mine, ProbeKind::VagueTopical);
             let over = |r: &Rate| r.rate.is_some_and(|x| x > leniency_limit);
             let strictness = Rate::of(&mine, ProbeKind::Gold);
-            let mut s = JudgeCheckSummary {
+            let unreadable = mine.iter().filter(|r| r.accepted.is_none()).count();
+            JudgeCheckSummary {
                 judge: name.to_string(),
                 questions: questions.len(),
                 strict: over(&strictness),
@@ -337,10 +338,8 @@ pub fn summarize(records: &[CheckRecord], leniency_limit: f64) -> Option<JudgeCh
                 leniency_specific,
                 leniency_vague,
                 tokens: mine.iter().map(|r| r.tokens).sum(),
-                mostly_unreadable: false,
-            };
-            s.mostly_unreadable = 2 * s.unreadable() > s.probes();
-            s
+                mostly_unreadable: 2 * unreadable > mine.len(),
+            }
         })
         .collect();
     Some(JudgeChecks {

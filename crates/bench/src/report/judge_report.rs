@@ -1,5 +1,6 @@
 //! The judges' part of `report.md`: the warnings at its top for a lenient,
-//! strict or mostly unreadable judge, the judge checks' rates, P4 per judge and the judges' agreement.
+//! strict or mostly unreadable judge, the judge checks' rates, P4 per judge
+//! and the judges' agreement.
 
 use std::fmt::Write as _;
 
