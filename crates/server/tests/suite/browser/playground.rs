@@ -39,15 +39,7 @@ pub async fn views_write_render_explain(d: &Driver, shots: &Path) {
         .contains("v=playground"));
     d.click("#views button[data-view='namespaces']").await;
 
-    // Create a namespace.
-    d.type_into("#create-name", "demo").await;
-    d.type_into("#create-substrate", "m1-fill").await;
-    d.click("#create-form button[type=submit]").await;
-    d.wait(
-        "the namespace",
-        "return document.getElementById('current').textContent === 'demo'",
-    )
-    .await;
+    create_namespace(d, "demo", "m1-fill").await;
 
     // Write turns: one fact among forty longer filler turns.
     let mut turns = vec!["D1:0|user|my violin teacher is Ingrid and she lives in Lyon".to_string()];
@@ -73,12 +65,9 @@ pub async fn views_write_render_explain(d: &Driver, shots: &Path) {
     d.type_into("#question", "who is my violin teacher").await;
     let mut seen = Vec::new();
     for budget in [256, 4096] {
-        d.js(&format!(
-            "const b = document.getElementById('budget'); b.value = '{budget}'; \
-             b.dispatchEvent(new Event('input')); \
-             delete document.getElementById('read-facts').dataset.tokens; return true"
-        ))
-        .await;
+        set_budget(d, budget).await;
+        d.js("delete document.getElementById('read-facts').dataset.tokens; return true")
+            .await;
         d.click("#read-form button[type=submit]").await;
         let tokens = d
             .wait(
@@ -123,11 +112,7 @@ pub async fn views_write_render_explain(d: &Driver, shots: &Path) {
     );
 
     // Ask why: the fact, a filler turn and an id the history lacks.
-    d.js(
-        "const b = document.getElementById('budget'); b.value = '256'; \
-         b.dispatchEvent(new Event('input')); return true",
-    )
-    .await;
+    set_budget(d, 256).await;
     d.type_into("#trace-ids", "D1:0, D1:5, D9:9").await;
     d.click("#read-form button[type=submit]").await;
     d.wait(
@@ -197,14 +182,7 @@ pub async fn render_at_32k(d: &Driver, s: &Running, shots: &Path) {
     // The playground at a 32k budget: how long the page takes from the
     // read's answer to the drawn blocks (measured, reported, not asserted:
     // timings belong in reports, and this machine is shared).
-    d.type_into("#create-name", "long").await;
-    d.type_into("#create-substrate", "m1-fill").await;
-    d.click("#create-form button[type=submit]").await;
-    d.wait(
-        "the long namespace",
-        "return document.getElementById('current').textContent === 'long'",
-    )
-    .await;
+    create_namespace(d, "long", "m1-fill").await;
     for batch in 0..8 {
         let events: Vec<Value> = (0..200)
             .map(|i| {
@@ -228,11 +206,7 @@ pub async fn render_at_32k(d: &Driver, s: &Running, shots: &Path) {
         .await;
         assert_eq!(st, 200, "{body}");
     }
-    d.js(
-        "const b = document.getElementById('budget'); b.value = '32768'; \
-         b.dispatchEvent(new Event('input')); return true",
-    )
-    .await;
+    set_budget(d, 32768).await;
     let mut render_ms = Vec::new();
     let mut tokens_32k = 0;
     for _ in 0..5 {
@@ -273,4 +247,27 @@ pub async fn render_at_32k(d: &Driver, s: &Running, shots: &Path) {
             .to_string(),
     )
     .unwrap();
+}
+
+/// Creates namespace `name` from the namespaces view's form and waits until
+/// the page has opened it.
+async fn create_namespace(d: &Driver, name: &str, substrate: &str) {
+    d.type_into("#create-name", name).await;
+    d.type_into("#create-substrate", substrate).await;
+    d.click("#create-form button[type=submit]").await;
+    d.wait(
+        &format!("the namespace {name}"),
+        &format!("return document.getElementById('current').textContent === '{name}'"),
+    )
+    .await;
+}
+
+/// Moves the playground's budget slider to `tokens`, as a user's drag would
+/// (its input event updates the label and the view).
+async fn set_budget(d: &Driver, tokens: usize) {
+    d.js(&format!(
+        "const b = document.getElementById('budget'); b.value = '{tokens}'; \
+         b.dispatchEvent(new Event('input')); return true"
+    ))
+    .await;
 }
