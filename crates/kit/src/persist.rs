@@ -95,6 +95,13 @@ pub fn begin_persist(dir: &Path) -> Result<()> {
 /// Checks that `dir` holds a complete store written by `substrate` in
 /// `format_version`.
 pub fn check_manifest(dir: &Path, substrate: &str, format_version: u32) -> Result<()> {
+    check_manifest_of(dir, substrate, &[format_version]).map(|_| ())
+}
+
+/// Checks that `dir` holds a complete store written by `substrate` in one
+/// of the `accepted` format versions, and returns that version (for a
+/// substrate that still reads an older form besides its newest).
+pub fn check_manifest_of(dir: &Path, substrate: &str, accepted: &[u32]) -> Result<u32> {
     ensure(dir, dir.is_dir(), || "directory does not exist".into())?;
     let path = dir.join(MANIFEST_FILE);
     ensure(dir, path.exists(), || {
@@ -107,12 +114,18 @@ pub fn check_manifest(dir: &Path, substrate: &str, format_version: u32) -> Resul
             m.substrate
         )
     })?;
-    ensure(dir, m.format_version == format_version, || {
+    let expected = accepted
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" or ");
+    ensure(dir, accepted.contains(&m.format_version), || {
         format!(
-            "format version {} is not supported (expected {format_version})",
+            "format version {} is not supported (expected {expected})",
             m.format_version
         )
-    })
+    })?;
+    Ok(m.format_version)
 }
 
 /// Fails with a store error on `path` saying `why` unless `ok`: the one

@@ -19,19 +19,30 @@
 //! `SUBMEM_BENCH_M1` sweeps the graph's settings (`DenseConfig` as JSON,
 //! `{"m": 16, "ef_construction": 40}`), `SUBMEM_BENCH_DENSE_BATCH` sets the
 //! units per write (default 5,000; a bulk load writes them all at once) and
-//! `SUBMEM_BENCH_DENSE_ONLY=large` skips the small sizes.
+//! `SUBMEM_BENCH_DENSE_ONLY=large` skips the small sizes. The large size's
+//! index is the one the settings pick (graph below `partition_threshold`,
+//! partitions from it); `m1_insert_large` then times writes of 10,000 more
+//! units into it.
 //!
 //! Measured at a million units (2 cores, release, medians of one build each;
-//! issue #45): the default graph (M 24, ef_construction 100) inserts 1,196
-//! units/s with `topics` vectors in one batch and reaches recall@10 0.54 at
-//! ef_search 64; M 16 / ef_construction 40 inserts ~2,500 units/s with
-//! plain clusters at recall 0.60 (ef_search 96). At 50,000 units the same
-//! settings give 1,530 and 6,141 units/s at recall 1.000 and 0.997, and at
-//! 200,000 units M 16 / ef_construction 40 gives 3,322 units/s at recall
-//! 0.93: hnsw_rs's insert is bound by pointer-chasing through the graph, so
-//! it slows as the graph outgrows the caches, and its greedy walk loses the
-//! bench's tight 50-unit clusters among 20,000. Neither the 10,000 units/s
-//! nor the 0.95 recall the issue asks for at a million is reached here.
+//! issue #45). The HNSW graph alone (`partition_threshold` above the size):
+//! the default graph (M 24, ef_construction 100) inserts 1,196 units/s with
+//! `topics` vectors in one batch and reaches recall@10 0.54 at ef_search 64;
+//! M 16 / ef_construction 40 ~2,500 units/s at 0.60 (ef_search 96); at
+//! 200,000 units M 16 / ef_construction 40 gives 3,322 units/s at 0.93:
+//! hnsw_rs's insert is bound by pointer-chasing through the graph, and its
+//! greedy walk loses the bench's tight 50-unit clusters among 20,000.
+//! With the defaults (partitions from 20,000 units): one write of a million
+//! builds at 15,503 units/s, recall@10 0.981, read p50 1.34 ms (exact scan
+//! 134 ms), 1,869 resident and 1,753 disk bytes per unit, persist 16.1 s,
+//! restore 7.6 s; in writes of 5,000 (exact, then graph to 20,000, then
+//! partitions trained again at 80k and 320k) 15,202 units/s, recall 0.958,
+//! read p50 1.82 ms (partitions trained on 320k hold ~3× their design size
+//! at a million), 2,302 resident bytes per unit; `m1_insert_large` adds
+//! 10,000 units to the million in 260 ms (38,100 units/s). At 20,000 units
+//! the graph and the partitions both reach recall 1.000, reading in 0.76 and
+//! 0.29 ms; with `random` vectors at 100,000, the worst case, the graph
+//! reaches 0.15 and the partitions 0.36.
 //!
 //! At the large size the bench also checks recall@10 of the HNSW path
 //! against the exact path on 200 fresh queries from the same clusters
@@ -228,13 +239,22 @@ fn bench_large(c: &mut Criterion) {
     let mut group = c.benchmark_group("m1_read_large");
     group.sample_size(50);
     let exact = build(n, usize::MAX, "exact");
-    let graph = build(n, 1, "hnsw");
+    // The index the settings pick at this size: a graph below
+    // `partition_threshold`, partitions from there.
+    let label = if n >= config().partition_threshold {
+        "partitions"
+    } else {
+        "hnsw"
+    };
+    let graph = build(n, 1, label);
     let recall = recall_vs_exact(&graph, &exact);
-    eprintln!("M1 hnsw recall@10 vs exact at {n} units: {recall:.4}");
+    eprintln!("M1 {label} recall@10 vs exact at {n} units: {recall:.4}");
     // Fresh uniform random queries have no meaningful neighbours, so the
-    // floor holds for the clustered vectors only.
+    // floor holds for the clustered vectors only. The graph reaches 1.000
+    // up to 100k units; partitions are asked for the 0.95 of issue #45.
+    let floor = if label == "hnsw" { 0.98 } else { 0.95 };
     if std::env::var("SUBMEM_BENCH_VECTORS").as_deref() != Ok("random") {
-        assert!(recall >= 0.98, "recall@10 {recall}");
+        assert!(recall >= floor, "recall@10 {recall}");
     }
 
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +266,7 @@ fn bench_large(c: &mut Criterion) {
     let start = Instant::now();
     rt.block_on(restored.restore(dir.path())).unwrap();
     eprintln!(
-        "M1 hnsw at {n} units: persist {persist_s:.1} s, restore {:.1} s, {:.0} disk bytes/unit",
+        "M1 {label} at {n} units: persist {persist_s:.1} s, restore {:.1} s, {:.0} disk bytes/unit",
         start.elapsed().as_secs_f64(),
         restored.footprint().disk_bytes as f64 / n as f64
     );
@@ -256,10 +276,10 @@ fn bench_large(c: &mut Criterion) {
         vectors: Vec::new(),
         fresh: Vec::new(),
     };
-    for (label, b) in [("exact", &exact), ("hnsw", &graph)] {
+    for (arm, b) in [("exact", &exact), (label, &graph)] {
         let qs = queries(b, 64);
         check(b, &qs);
-        if label == "hnsw" {
+        if arm != "exact" {
             for (q, v, _) in &qs {
                 let (before, after) = (
                     b.m.read_with_vector(q, v).unwrap(),
@@ -267,7 +287,7 @@ fn bench_large(c: &mut Criterion) {
                 );
                 assert_eq!(
                     before.text, after.text,
-                    "restored graph answers differently"
+                    "restored index answers differently"
                 );
                 assert_eq!(
                     before.source_ids().collect::<Vec<_>>(),
@@ -276,7 +296,7 @@ fn bench_large(c: &mut Criterion) {
             }
         }
         let mut i = 0;
-        group.bench_function(BenchmarkId::new(label, n), |bench| {
+        group.bench_function(BenchmarkId::new(arm, n), |bench| {
             bench.iter(|| {
                 i = (i + 1) % qs.len();
                 let (q, v, _) = &qs[i];
@@ -284,6 +304,43 @@ fn bench_large(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+    bench_inserts(c, &graph, label, n);
+}
+
+/// Units per write in the insert bench.
+const INSERT_BATCH: usize = 10_000;
+
+/// Index-insert throughput into the built namespace: each iteration writes
+/// [`INSERT_BATCH`] more units (copies of stored vectors under new ids, so
+/// they come from the same clusters). Runs last: the namespace grows.
+fn bench_inserts(c: &mut Criterion, b: &Built, label: &str, n: usize) {
+    let mut group = c.benchmark_group("m1_insert_large");
+    group.sample_size(10);
+    group.throughput(criterion::Throughput::Elements(INSERT_BATCH as u64));
+    let mut round = 0usize;
+    group.bench_function(BenchmarkId::new(label, n), |bench| {
+        bench.iter_batched(
+            || {
+                round += 1;
+                let start = (round * INSERT_BATCH) % (n - INSERT_BATCH).max(1);
+                let events: Vec<Event> = synthetic_turns(INSERT_BATCH, 5)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, e)| match e {
+                        Event::Turn(mut t) => {
+                            t.source_id = format!("r{round}-{i}");
+                            Event::Turn(t)
+                        }
+                        other => other,
+                    })
+                    .collect();
+                (events, b.vectors[start..start + INSERT_BATCH].to_vec())
+            },
+            |(events, vectors)| b.m.write_with_vectors(&b.ns, &events, vectors).unwrap(),
+            criterion::BatchSize::PerIteration,
+        )
+    });
     group.finish();
 }
 

@@ -214,7 +214,7 @@ impl Graph {
 }
 
 /// Length and hex SHA-256 of a file.
-fn digest(path: &Path) -> Result<(u64, String)> {
+pub(crate) fn digest(path: &Path) -> Result<(u64, String)> {
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

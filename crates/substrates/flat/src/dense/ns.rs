@@ -1,13 +1,16 @@
 //! One namespace of the dense substrate: its units, a contiguous array of
-//! their unit vectors, tombstones, and (at or above
-//! [`DenseConfig::exact_threshold`] live units) an HNSW [`Graph`] over them.
+//! their unit vectors, tombstones, and its [`Index`]: none below
+//! [`DenseConfig::exact_threshold`] live units (an exact scan), an HNSW
+//! [`Graph`] from there, and [`Partitions`] from
+//! [`DenseConfig::partition_threshold`].
 //!
 //! Forgetting sets a tombstone, which reads filter out, and clears the
-//! slot's text and vector (the HNSW graph keeps its copy of the point until
+//! slot's text and vector (the index keeps its copy of the point until
 //! compaction);
-//! [`DenseNs::compact`] drops the tombstoned slots and rebuilds the graph from
-//! the survivors. A restore gets the saved graph back as it was (see
-//! [`super::graph`]), so it answers every query the same way.
+//! [`DenseNs::compact`] drops the tombstoned slots and rebuilds the index from
+//! the survivors. A restore gets the saved index back as it was (see
+//! [`super::graph`] and [`super::partitions`]), so it answers every query the
+//! same way.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -15,6 +18,7 @@ use submem_core::Result;
 
 use super::config::DenseConfig;
 use super::graph::{Graph, GraphFiles};
+use super::partitions::Partitions;
 use super::vector::{dot, exact_top_k};
 use crate::unit::StoredUnit;
 
@@ -22,6 +26,16 @@ use crate::unit::StoredUnit;
 const NEIGHBOUR_BYTES: u64 = 16;
 /// Fixed bytes per hnsw_rs point besides its vector and neighbour lists.
 const POINT_OVERHEAD_BYTES: u64 = 96;
+
+/// What serves a namespace's searches besides its vectors.
+pub(crate) enum Index {
+    /// An exact scan (below [`DenseConfig::exact_threshold`]).
+    Exact,
+    /// An HNSW graph.
+    Graph(Graph),
+    /// A partitioned index (from [`DenseConfig::partition_threshold`]).
+    Partitions(Partitions),
+}
 
 /// A namespace's dense index.
 pub(crate) struct DenseNs {
@@ -37,7 +51,7 @@ pub(crate) struct DenseNs {
     ids: HashMap<String, usize>,
     /// Position the next unit gets.
     pub next_position: u64,
-    graph: Option<Graph>,
+    index: Index,
 }
 
 impl std::fmt::Debug for DenseNs {
@@ -45,7 +59,7 @@ impl std::fmt::Debug for DenseNs {
         f.debug_struct("DenseNs")
             .field("slots", &self.units.len())
             .field("dead", &self.dead)
-            .field("graph", &self.graph.is_some())
+            .field("index", &self.index_kind())
             .finish()
     }
 }
@@ -61,19 +75,19 @@ impl DenseNs {
             dead: 0,
             ids: HashMap::new(),
             next_position: 0,
-            graph: None,
+            index: Index::Exact,
         }
     }
 
-    /// A namespace from its slots and, when it has one, its graph (which
-    /// must index exactly these slots).
+    /// A namespace from its slots and its index (which must index exactly
+    /// these slots).
     pub fn from_parts(
         dim: usize,
         units: Vec<StoredUnit>,
         vectors: Vec<f32>,
         alive: Vec<bool>,
         next_position: u64,
-        graph: Option<Graph>,
+        index: Index,
     ) -> Self {
         let ids = units
             .iter()
@@ -91,7 +105,7 @@ impl DenseNs {
             dead,
             ids,
             next_position,
-            graph,
+            index,
         }
     }
 
@@ -105,15 +119,25 @@ impl DenseNs {
         self.units.len() - self.dead
     }
 
+    /// Which index serves this namespace: `exact`, `hnsw` or `partitions`.
+    pub fn index_kind(&self) -> &'static str {
+        match self.index {
+            Index::Exact => "exact",
+            Index::Graph(_) => "hnsw",
+            Index::Partitions(_) => "partitions",
+        }
+    }
+
     /// Whether an HNSW graph serves this namespace.
     #[cfg(test)]
     pub fn has_graph(&self) -> bool {
-        self.graph.is_some()
+        matches!(self.index, Index::Graph(_))
     }
 
     /// Appends units (positions already set) with their unit vectors, then
-    /// inserts them into the graph, building it when the namespace reaches
-    /// the threshold.
+    /// indexes them: into the graph or partitions the namespace has, or
+    /// building the graph or partitions when it reaches their threshold
+    /// (and training the partitions again when they have outgrown theirs).
     pub fn append(&mut self, units: Vec<StoredUnit>, vectors: Vec<f32>, cfg: &DenseConfig) {
         let first = self.units.len();
         for (i, u) in units.into_iter().enumerate() {
@@ -123,13 +147,25 @@ impl DenseNs {
             self.alive.push(true);
         }
         self.vectors.extend_from_slice(&vectors);
-        match &self.graph {
-            Some(graph) => graph.insert(self.rows(first..self.units.len())),
-            None if self.live() >= cfg.exact_threshold => {
-                tracing::debug!(slots = self.units.len(), "building HNSW graph");
-                self.graph = Some(self.build_graph(cfg));
+        let live = self.live();
+        let rebuild = match &mut self.index {
+            Index::Partitions(p) if !p.needs_training(live) => {
+                p.insert(&self.vectors, first);
+                false
             }
-            None => {}
+            Index::Graph(graph) if live < cfg.exact_threshold || live < cfg.partition_threshold => {
+                let dim = self.dim;
+                let rows = (first..self.units.len())
+                    .map(|slot| (&self.vectors[slot * dim..(slot + 1) * dim], slot))
+                    .collect();
+                graph.insert(rows);
+                false
+            }
+            Index::Exact => live >= cfg.exact_threshold,
+            _ => true,
+        };
+        if rebuild {
+            self.index = self.build_index(cfg);
         }
     }
 
@@ -141,35 +177,61 @@ impl DenseNs {
         slots.map(|slot| (self.row(slot), slot)).collect()
     }
 
-    /// A fresh graph over every slot.
-    fn build_graph(&self, cfg: &DenseConfig) -> Graph {
-        let graph = Graph::new(cfg, self.units.len());
-        graph.insert(self.rows(0..self.units.len()));
-        graph
+    /// A fresh index over every slot, of the kind the live count calls for.
+    fn build_index(&self, cfg: &DenseConfig) -> Index {
+        let live = self.live();
+        if live == 0 || live < cfg.exact_threshold {
+            Index::Exact
+        } else if live >= cfg.partition_threshold {
+            tracing::debug!(slots = self.units.len(), "training partitions");
+            let alive = &self.alive;
+            Index::Partitions(Partitions::build(&self.vectors, self.dim, |s| alive[s]))
+        } else {
+            tracing::debug!(slots = self.units.len(), "building HNSW graph");
+            let graph = Graph::new(cfg, self.units.len());
+            graph.insert(self.rows(0..self.units.len()));
+            Index::Graph(graph)
+        }
     }
 
     /// Saves the graph, if any, into `dir` under `basename`.
     pub fn save_graph(&self, dir: &Path, basename: &str) -> Result<Option<GraphFiles>> {
-        self.graph
-            .as_ref()
-            .map(|g| g.save(dir, basename))
-            .transpose()
+        match &self.index {
+            Index::Graph(g) => g.save(dir, basename).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The partitions, if they serve this namespace.
+    pub fn partitions(&self) -> Option<&Partitions> {
+        match &self.index {
+            Index::Partitions(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// The `k` live slots nearest to `query` (a unit vector), best first, with
     /// their exact cosine; ties go to the newer slot. With a graph, the `ef`
-    /// candidates it finds are rescored exactly and the best `k` kept.
+    /// candidates it finds are rescored exactly and the best `k` kept; with
+    /// partitions, the `4·ef` their codes rank first.
     pub fn search(&self, query: &[f32], k: usize, cfg: &DenseConfig) -> Vec<(usize, f32)> {
         // Clamped: a huge user-given k must not become a huge allocation.
         let k = k.min(self.live());
         if k == 0 {
             return Vec::new();
         }
-        let Some(graph) = &self.graph else {
-            return exact_top_k(query, &self.vectors, self.dim, k, |slot| self.alive[slot]);
-        };
         let ef = cfg.ef_search.max(k);
         let is_alive = |slot: &usize| self.alive.get(*slot).copied().unwrap_or(false);
+        let graph = match &self.index {
+            Index::Exact => {
+                return exact_top_k(query, &self.vectors, self.dim, k, |slot| self.alive[slot])
+            }
+            Index::Partitions(p) => {
+                let hits = p.search(query, ef, cfg.partition_probe, |s| is_alive(&s));
+                return self.rescore(query, hits, k);
+            }
+            Index::Graph(graph) => graph,
+        };
         // The whole candidate list comes back and is rescored with the exact
         // vectors below, which undoes the graph's quantisation. hnsw_rs's
         // filtered search never stops early, so forgotten slots are dropped
@@ -182,9 +244,14 @@ impl DenseNs {
                 hits = graph.search(query, ef, ef, Some(&is_alive));
             }
         }
+        self.rescore(query, hits, k)
+    }
+
+    /// The best `k` of the live `hits` by exact cosine, ties to the newer.
+    fn rescore(&self, query: &[f32], hits: Vec<usize>, k: usize) -> Vec<(usize, f32)> {
         let mut scored: Vec<(usize, f32)> = hits
             .into_iter()
-            .filter(is_alive)
+            .filter(|slot| self.alive.get(*slot).copied().unwrap_or(false))
             .map(|slot| (slot, dot(query, self.row(slot))))
             .collect();
         scored.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
@@ -219,8 +286,8 @@ impl DenseNs {
         self.dead > 0 && self.dead as f32 > cfg.compact_share * self.units.len() as f32
     }
 
-    /// Drops tombstoned slots and rebuilds the graph (or drops it below the
-    /// threshold); returns how many slots were removed.
+    /// Drops tombstoned slots and rebuilds the index for the survivors;
+    /// returns how many slots were removed.
     pub fn compact(&mut self, cfg: &DenseConfig) -> usize {
         let removed = self.dead;
         if removed == 0 {
@@ -235,10 +302,15 @@ impl DenseNs {
             }
         }
         let alive = vec![true; units.len()];
-        *self = DenseNs::from_parts(self.dim, units, vectors, alive, self.next_position, None);
-        if self.units.len() >= cfg.exact_threshold {
-            self.graph = Some(self.build_graph(cfg));
-        }
+        *self = DenseNs::from_parts(
+            self.dim,
+            units,
+            vectors,
+            alive,
+            self.next_position,
+            Index::Exact,
+        );
+        self.index = self.build_index(cfg);
         removed
     }
 
@@ -252,10 +324,11 @@ impl DenseNs {
             .sum()
     }
 
-    /// Estimated bytes: units, the vector array, the id map, and for the
-    /// graph each vector's `i8` code (hnsw_rs keeps its own copy), the
+    /// Estimated bytes: units, the vector array, the id map, and the index:
+    /// for a graph each vector's `i8` code (hnsw_rs keeps its own copy), the
     /// expected neighbour lists (`2·M` on layer 0, `M` above on the
-    /// `1/(M−1)` share of points that reach them) and a fixed per-point cost.
+    /// `1/(M−1)` share of points that reach them) and a fixed per-point
+    /// cost; for partitions what they hold.
     pub fn memory_bytes(&self, cfg: &DenseConfig) -> u64 {
         let units: u64 = self.units.iter().map(StoredUnit::heap_bytes).sum();
         let vectors = (self.vectors.capacity() * 4) as u64;
@@ -265,16 +338,18 @@ impl DenseNs {
             .map(|k| (k.capacity() + 32) as u64)
             .sum::<u64>();
         let alive = self.alive.capacity() as u64;
-        let graph = if self.graph.is_some() {
-            let m = cfg.max_connections as u64;
-            let upper = m / (m.saturating_sub(1)).max(1);
-            let per_point =
-                self.dim as u64 + (2 * m + upper) * NEIGHBOUR_BYTES + POINT_OVERHEAD_BYTES;
-            per_point * self.units.len() as u64
-        } else {
-            0
+        let index = match &self.index {
+            Index::Exact => 0,
+            Index::Graph(_) => {
+                let m = cfg.max_connections as u64;
+                let upper = m / (m.saturating_sub(1)).max(1);
+                let per_point =
+                    self.dim as u64 + (2 * m + upper) * NEIGHBOUR_BYTES + POINT_OVERHEAD_BYTES;
+                per_point * self.units.len() as u64
+            }
+            Index::Partitions(p) => p.memory_bytes(),
         };
-        units + vectors + ids + alive + graph
+        units + vectors + ids + alive + index
     }
 }
 
@@ -364,7 +439,7 @@ mod tests {
             ns.vectors.clone(),
             ns.alive.clone(),
             ns.next_position,
-            Some(graph),
+            Index::Graph(graph),
         );
         for seed in 0..20 {
             let q = vectors(1, dim, 100 + seed);

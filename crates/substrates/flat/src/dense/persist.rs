@@ -1,26 +1,35 @@
 //! On-disk form of the dense substrate: `dense.json` (dimension, embedder
-//! name, and per namespace its units, tombstones, next position and whether
-//! the record of its graph files), one `vectors-N.f32` file of little-endian
+//! name, and per namespace its units, tombstones, next position and the
+//! record of its index files), one `vectors-N.f32` file of little-endian
 //! `f32` rows per namespace, hnsw_rs's two dump files `graph-N.hnsw.{graph,data}`
-//! for each namespace with a graph, and the manifest, written last.
+//! for each namespace with a graph, `partitions-N.ivf` for each namespace
+//! with partitions (see [`Partitions::to_bytes`]), and the manifest, written
+//! last.
+//!
+//! A store with partitions is format 3; one without stays format 2, which
+//! earlier releases read (format 3 they refuse with a clear error instead of
+//! scanning a million units exactly).
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use submem_core::{Error, Namespace, Result};
 use submem_kit::persist::{
-    begin_persist, check_manifest, ensure, read_json, write_atomic, write_json, write_manifest,
+    begin_persist, check_manifest_of, ensure, read_json, write_atomic, write_json, write_manifest,
 };
 
-use super::graph::{is_graph_file, Graph, GraphFiles};
-use super::ns::DenseNs;
+use super::graph::{digest, is_graph_file, Graph, GraphFiles};
+use super::ns::{DenseNs, Index};
+use super::partitions::Partitions;
 use crate::unit::{dir_bytes, StoredUnit};
 use submem_kit::spaces;
 
 /// Manifest name of this store.
 pub(crate) const MANIFEST_NAME: &str = "M1 dense-hnsw";
-/// Format version of the files below.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// Format version of a store with partitions.
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// Format version of a store without (as earlier releases wrote it).
+const FORMAT_WITHOUT_PARTITIONS: u32 = 2;
 const STATE_FILE: &str = "dense.json";
 
 #[derive(Serialize, Deserialize)]
@@ -35,9 +44,19 @@ struct NsState {
     namespace: Namespace,
     next_position: u64,
     graph: Option<GraphFiles>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partitions: Option<PartitionFile>,
     vector_file: String,
     units: Vec<StoredUnit>,
     alive: Vec<bool>,
+}
+
+/// A saved partitioned index and what it must contain.
+#[derive(Serialize, Deserialize)]
+struct PartitionFile {
+    file: String,
+    bytes: u64,
+    sha256: String,
 }
 
 /// Writes every namespace under `dir`; returns the bytes on disk.
@@ -63,17 +82,37 @@ pub(crate) fn save(
         }
         write_atomic(&dir.join(&vector_file), &bytes)?;
         let graph = ns.save_graph(dir, &format!("graph-{i}"))?;
+        let partitions = match ns.partitions() {
+            Some(p) => {
+                let file = format!("partitions-{i}.ivf");
+                let path = dir.join(&file);
+                write_atomic(&path, &p.to_bytes())?;
+                let (bytes, sha256) = digest(&path)?;
+                Some(PartitionFile {
+                    file,
+                    bytes,
+                    sha256,
+                })
+            }
+            None => None,
+        };
         state.namespaces.push(NsState {
             namespace: name.clone(),
             next_position: ns.next_position,
             graph,
+            partitions,
             vector_file,
             units: ns.units.clone(),
             alive: ns.alive.clone(),
         });
     }
     write_json(&dir.join(STATE_FILE), &state)?;
-    write_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+    let version = if state.namespaces.iter().any(|n| n.partitions.is_some()) {
+        FORMAT_VERSION
+    } else {
+        FORMAT_WITHOUT_PARTITIONS
+    };
+    write_manifest(dir, MANIFEST_NAME, version)?;
     Ok(dir_bytes(dir))
 }
 
@@ -87,6 +126,7 @@ fn remove_old_files(dir: &Path) -> Result<()> {
         let name = name.to_string_lossy();
         if (name.starts_with("vectors-") && name.ends_with(".f32"))
             || (name.starts_with("graph-") && is_graph_file(&name))
+            || (name.starts_with("partitions-") && name.ends_with(".ivf"))
         {
             let path = entry.path();
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
@@ -101,7 +141,11 @@ pub(crate) fn load(
     dim: usize,
     embedder: &str,
 ) -> Result<(Vec<(Namespace, DenseNs)>, u64)> {
-    check_manifest(dir, MANIFEST_NAME, FORMAT_VERSION)?;
+    check_manifest_of(
+        dir,
+        MANIFEST_NAME,
+        &[FORMAT_VERSION, FORMAT_WITHOUT_PARTITIONS],
+    )?;
     let state: State = read_json(&dir.join(STATE_FILE))?;
     ensure(dir, state.dimension == dim, || {
         format!(
@@ -150,13 +194,22 @@ pub(crate) fn load(
         if vectors.iter().any(|x| !x.is_finite()) {
             return Err(Error::store(&path, "vector file holds non-finite values"));
         }
-        let graph = ns
-            .graph
-            .as_ref()
-            .map(|files| Graph::load(dir, files, slots, dim))
-            .transpose()?;
+        let index = match (&ns.graph, &ns.partitions) {
+            (Some(_), Some(_)) => {
+                return Err(Error::store(
+                    dir,
+                    format!(
+                        "namespace {} records both a graph and partitions",
+                        ns.namespace
+                    ),
+                ))
+            }
+            (Some(files), None) => Index::Graph(Graph::load(dir, files, slots, dim)?),
+            (None, Some(file)) => Index::Partitions(load_partitions(dir, file, &vectors, dim)?),
+            (None, None) => Index::Exact,
+        };
         let restored =
-            DenseNs::from_parts(dim, ns.units, vectors, ns.alive, ns.next_position, graph);
+            DenseNs::from_parts(dim, ns.units, vectors, ns.alive, ns.next_position, index);
         if restored.ids().len() != restored.live() {
             return Err(Error::store(
                 dir,
@@ -166,4 +219,35 @@ pub(crate) fn load(
         out.push((ns.namespace, restored));
     }
     Ok((out, dir_bytes(dir)))
+}
+
+/// Reads a namespace's partitions after checking the file against its record.
+fn load_partitions(
+    dir: &Path,
+    record: &PartitionFile,
+    vectors: &[f32],
+    dim: usize,
+) -> Result<Partitions> {
+    let name = &record.file;
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(Error::store(
+            dir,
+            format!("bad partitions file name {name:?}"),
+        ));
+    }
+    let path = dir.join(name);
+    if !path.exists() {
+        return Err(Error::store(
+            &path,
+            "partitions file is missing (torn store?)",
+        ));
+    }
+    if digest(&path)? != (record.bytes, record.sha256.clone()) {
+        return Err(Error::store(
+            &path,
+            "partitions file does not match the store's record (torn or altered)",
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    Partitions::from_bytes(&bytes, vectors, dim).map_err(|why| Error::store(&path, why))
 }
