@@ -50,6 +50,9 @@ pub(crate) const SAMPLE_PER_CENTROID: usize = 32;
 pub(crate) const TRAIN_ITERATIONS: usize = 8;
 /// The index is trained again once it holds this many times the points it
 /// was trained on (its partitions would otherwise grow past their design).
+/// Measured building a million clustered units in writes of 5,000 (`dense`
+/// bench): 4 gives 15,202 units/s, recall@10 0.958, read p50 1.82 ms; 2
+/// gives 8,685 units/s, 0.978, 1.40 ms.
 pub(crate) const RETRAIN_GROWTH: usize = 4;
 /// Candidates a search returns per wanted one: the one-bit codes rank
 /// coarsely, the exact rescoring of a wider pool restores the order.
