@@ -36,10 +36,9 @@
 //! builds at 15,503 units/s, recall@10 0.981, read p50 1.34 ms (exact scan
 //! 134 ms), 1,869 resident and 1,753 disk bytes per unit, persist 16.1 s,
 //! restore 7.6 s; in writes of 5,000 (exact, then graph to 20,000, then
-//! partitions trained again at 80k and 320k) 15,202 units/s, recall 0.958,
-//! read p50 1.82 ms (partitions trained on 320k hold ~3× their design size
-//! at a million), 2,302 resident bytes per unit; `m1_insert_large` adds
-//! 10,000 units to the million in 260 ms (38,100 units/s). At 20,000 units
+//! partitions trained again at 65k, 200k and 605k) 12,640 units/s, recall
+//! 0.972, read p50 1.43 ms, 2,301 resident bytes per unit; `m1_insert_large`
+//! adds 10,000 units to the million in 312 ms (32,000 units/s). At 20,000 units
 //! the graph and the partitions both reach recall 1.000, reading in 0.76 and
 //! 0.29 ms; with `random` vectors at 100,000, the worst case, the graph
 //! reaches 0.15 and the partitions 0.36.

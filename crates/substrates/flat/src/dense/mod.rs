@@ -27,7 +27,7 @@
 //! or more are inserted in parallel on rayon's pool. The write that crosses
 //! a threshold builds that index at once (the graph: 0.2 s for 2k units;
 //! the partitions: ~3 s for 100k on 2 cores, trained again each time the
-//! namespace has grown fourfold), and each later unit costs under a
+//! namespace has grown threefold), and each later unit costs under a
 //! millisecond; callers
 //! ingesting very large namespaces on a busy runtime should write from
 //! `spawn_blocking` or a dedicated runtime. Reads hold only a read lock of

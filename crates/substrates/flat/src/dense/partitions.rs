@@ -51,9 +51,11 @@ pub(crate) const TRAIN_ITERATIONS: usize = 8;
 /// The index is trained again once it holds this many times the points it
 /// was trained on (its partitions would otherwise grow past their design).
 /// Measured building a million clustered units in writes of 5,000 (`dense`
-/// bench): 4 gives 15,202 units/s, recall@10 0.958, read p50 1.82 ms; 2
-/// gives 8,685 units/s, 0.978, 1.40 ms.
-pub(crate) const RETRAIN_GROWTH: usize = 4;
+/// bench, medians): 2 gives 8,685 units/s, recall@10 0.978, read p50
+/// 1.40 ms; 3 gives 12,640 units/s, 0.972, 1.43 ms; 4 gives 15,202
+/// units/s, 0.958, 1.82 ms (its last training, at 340k, leaves partitions
+/// three times their design size at a million).
+pub(crate) const RETRAIN_GROWTH: usize = 3;
 /// Candidates a search returns per wanted one: the one-bit codes rank
 /// coarsely, the exact rescoring of a wider pool restores the order.
 pub(crate) const RESCORED_PER_WANTED: usize = 4;
