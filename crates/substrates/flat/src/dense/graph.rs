@@ -155,9 +155,6 @@ impl Graph {
     /// graph must hold `points` points of dimension `dim`.
     pub fn load(dir: &Path, files: &GraphFiles, points: usize, dim: usize) -> Result<Self> {
         let name = &files.basename;
-        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-            return Err(Error::store(dir, format!("bad graph file name {name:?}")));
-        }
         for (file, bytes, sha) in [
             (
                 GraphFiles::graph_name(name),
@@ -170,16 +167,7 @@ impl Graph {
                 &files.data_sha256,
             ),
         ] {
-            let path = dir.join(&file);
-            if !path.exists() {
-                return Err(Error::store(&path, "graph file is missing (torn store?)"));
-            }
-            if digest(&path)? != (bytes, sha.clone()) {
-                return Err(Error::store(
-                    &path,
-                    "graph file does not match the store's record (torn or altered)",
-                ));
-            }
+            check_recorded(dir, &file, bytes, sha, "graph")?;
         }
         let io = HnswIo::new(dir, name);
         let loaded = catch_unwind(AssertUnwindSafe(|| {
@@ -211,6 +199,36 @@ impl Graph {
         }
         Ok(graph)
     }
+}
+
+/// Checks that `name` is a plain file name and that `dir/name` exists with
+/// the length and SHA-256 the store recorded for it (`what` names the file
+/// in errors); returns its path.
+pub(crate) fn check_recorded(
+    dir: &Path,
+    name: &str,
+    bytes: u64,
+    sha256: &str,
+    what: &str,
+) -> Result<std::path::PathBuf> {
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(Error::store(dir, format!("bad {what} file name {name:?}")));
+    }
+    let path = dir.join(name);
+    if !path.exists() {
+        return Err(Error::store(
+            &path,
+            format!("{what} file is missing (torn store?)"),
+        ));
+    }
+    let (len, sha) = digest(&path)?;
+    if len != bytes || sha != sha256 {
+        return Err(Error::store(
+            &path,
+            format!("{what} file does not match the store's record (torn or altered)"),
+        ));
+    }
+    Ok(path)
 }
 
 /// Length and hex SHA-256 of a file.

@@ -18,7 +18,7 @@ use submem_kit::persist::{
     begin_persist, check_manifest_of, ensure, read_json, write_atomic, write_json, write_manifest,
 };
 
-use super::graph::{digest, is_graph_file, Graph, GraphFiles};
+use super::graph::{check_recorded, digest, is_graph_file, Graph, GraphFiles};
 use super::ns::{DenseNs, Index};
 use super::partitions::Partitions;
 use crate::unit::{dir_bytes, StoredUnit};
@@ -228,26 +228,13 @@ fn load_partitions(
     vectors: &[f32],
     dim: usize,
 ) -> Result<Partitions> {
-    let name = &record.file;
-    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-        return Err(Error::store(
-            dir,
-            format!("bad partitions file name {name:?}"),
-        ));
-    }
-    let path = dir.join(name);
-    if !path.exists() {
-        return Err(Error::store(
-            &path,
-            "partitions file is missing (torn store?)",
-        ));
-    }
-    if digest(&path)? != (record.bytes, record.sha256.clone()) {
-        return Err(Error::store(
-            &path,
-            "partitions file does not match the store's record (torn or altered)",
-        ));
-    }
+    let path = check_recorded(
+        dir,
+        &record.file,
+        record.bytes,
+        &record.sha256,
+        "partitions",
+    )?;
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     Partitions::from_bytes(&bytes, vectors, dim).map_err(|why| Error::store(&path, why))
 }
