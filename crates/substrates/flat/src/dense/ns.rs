@@ -148,24 +148,17 @@ impl DenseNs {
         }
         self.vectors.extend_from_slice(&vectors);
         let live = self.live();
-        let rebuild = match &mut self.index {
-            Index::Partitions(p) if !p.needs_training(live) => {
-                p.insert(&self.vectors, first);
-                false
-            }
-            Index::Graph(graph) if live < cfg.exact_threshold || live < cfg.partition_threshold => {
-                let dim = self.dim;
-                let rows = (first..self.units.len())
-                    .map(|slot| (&self.vectors[slot * dim..(slot + 1) * dim], slot))
-                    .collect();
-                graph.insert(rows);
-                false
-            }
+        let rebuild = match &self.index {
             Index::Exact => live >= cfg.exact_threshold,
-            _ => true,
+            Index::Graph(_) => live >= cfg.exact_threshold && live >= cfg.partition_threshold,
+            Index::Partitions(p) => p.needs_training(live),
         };
         if rebuild {
             self.index = self.build_index(cfg);
+        } else if let Index::Graph(graph) = &self.index {
+            graph.insert(self.rows(first..self.units.len()));
+        } else if let Index::Partitions(p) = &mut self.index {
+            p.insert(&self.vectors, first);
         }
     }
 

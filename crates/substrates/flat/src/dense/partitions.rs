@@ -70,6 +70,14 @@ struct Partition {
     bits: Vec<u64>,
 }
 
+impl Partition {
+    /// Adds `slot` with the code of its vector `v`.
+    fn push(&mut self, slot: usize, v: &[f32], centre: &[f32]) {
+        self.slots.push(slot as u32);
+        sign_bits(v, centre, &mut self.bits);
+    }
+}
+
 /// A trained partitioned index over slots of a namespace.
 #[derive(Debug, Clone)]
 pub(crate) struct Partitions {
@@ -130,13 +138,7 @@ impl Partitions {
         let mut partitions = vec![Partition::default(); count];
         let centre = mean_row(&centroids, dim);
         for (slot, p) in assignment.iter().enumerate() {
-            let part = &mut partitions[*p as usize];
-            part.slots.push(slot as u32);
-            sign_bits(
-                &vectors[slot * dim..(slot + 1) * dim],
-                &centre,
-                &mut part.bits,
-            );
+            partitions[*p as usize].push(slot, &vectors[slot * dim..(slot + 1) * dim], &centre);
         }
         Some(Partitions {
             dim,
@@ -168,13 +170,8 @@ impl Partitions {
         let nearest = assign(new, dim, &self.centroids);
         for (i, p) in nearest.into_iter().enumerate() {
             let slot = first + i;
-            let part = &mut self.partitions[p as usize];
-            part.slots.push(slot as u32);
-            sign_bits(
-                &vectors[slot * dim..(slot + 1) * dim],
-                &self.centre,
-                &mut part.bits,
-            );
+            let row = &vectors[slot * dim..(slot + 1) * dim];
+            self.partitions[p as usize].push(slot, row, &self.centre);
             self.assignment.push(p);
         }
     }
