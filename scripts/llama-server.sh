@@ -17,6 +17,10 @@
 # advertise Intel AMX without letting a process use it, and a "native" build
 # then dies on its first matrix product (`ldtilecfg`, a general protection
 # fault in libggml-cpu) while serving health checks happily.
+#
+# LLAVA_BUILD=OFF leaves out the multimodal library (mtmd/clip, about a sixth
+# of the C++ compiled): the package imports it only for image chat formats,
+# and the tests serve a text model.
 set -euo pipefail
 
 version="0.3.36"
@@ -39,7 +43,7 @@ install() {
         log "building llama-cpp-python $version from source (once per machine; about 8 min on 2 cores)"
         local start=$SECONDS staging
         staging=$(mktemp -d "$wheels/.build.XXXXXX")
-        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF" \
         CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
             "$python" -m pip wheel --no-deps --disable-pip-version-check --no-cache-dir \
             --no-binary llama-cpp-python \
