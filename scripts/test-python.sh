@@ -14,9 +14,12 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.8,<2" "pytest>=7"
 
+# workspace-test-build asks for the features `cargo test --workspace` turns on,
+# so the extension reuses that build's artifacts instead of compiling most of
+# the workspace again (see crates/python/Cargo.toml).
 echo "== maturin develop (crates/python)"
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
-    maturin develop --manifest-path crates/python/Cargo.toml
+    maturin develop --manifest-path crates/python/Cargo.toml --features workspace-test-build
 
 echo "== pytest crates/python/tests"
 "$venv/bin/python" -m pytest crates/python/tests -q "$@"
