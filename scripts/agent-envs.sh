@@ -10,8 +10,9 @@
 #
 # pip builds two of their dependencies from source (jericho and
 # fast-downward-textworld; the whole install took 94 s on a fresh 2-core
-# machine, once; pip's wheel cache keeps them). ScienceWorld runs a Java simulator: it needs a Java runtime
-# (Debian's openjdk-17-jre-headless); the other two do not.
+# machine, once; pip's wheel cache keeps them). ScienceWorld runs a Java
+# simulator: it needs a Java runtime (Debian's openjdk-17-jre-headless); the
+# other two do not.
 set -euo pipefail
 
 cache="${SUBMEM_CACHE_DIR:-$HOME/.cache/submem}"
