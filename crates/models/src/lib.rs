@@ -63,7 +63,10 @@ pub use embed_cache::{CachedEmbedder, EmbedCacheStats};
 pub use embedder::MiniLmEmbedder;
 pub use error::{ModelsError, Result};
 pub use lazy::{Lazy, LazyEmbedder, LazyLlm, Loadable};
-pub use llm::{GenerateOptions, GgufTokenizer, LocalLlm, LocalLlmOptions, PrefixCache, Speed};
+pub use llm::{
+    first_stop, GenerateOptions, GgufTokenizer, IncrementalText, LocalLlm, LocalLlmOptions,
+    PrefixCache, Speed,
+};
 pub use locate::{resolve_embedder_dir, resolve_llm_gguf, ModelLocator};
 pub use openai::OpenAiClient;
 pub use services::{shared_cached_embedder, shared_embedder, shared_local_llm};

@@ -7,7 +7,9 @@ mod common;
 use std::time::Instant;
 
 use submem_core::{ChatMessage, ChatRequest, Llm, ServiceError};
-use submem_models::{GenerateOptions, LlmWeights, LocalLlm, LocalLlmOptions, ModelsError};
+use submem_models::{
+    GenerateOptions, IncrementalText, LlmWeights, LocalLlm, LocalLlmOptions, ModelsError,
+};
 
 #[test]
 fn tokenizer_round_trips_exactly() {
@@ -24,6 +26,26 @@ fn tokenizer_round_trips_exactly() {
         let ids = tok.encode(text).unwrap();
         assert_eq!(tok.decode(&ids, false).unwrap(), text, "ids {ids:?}");
     }
+}
+
+#[test]
+fn incremental_text_reads_every_prefix_as_a_whole_decode() {
+    let llm = common::llm();
+    let tok = llm.tokenizer();
+    let ids = tok
+        .encode("<|im_start|>Ünïcödé: 東京, emoji 🤖🦀 שלום<|im_end|> x 12")
+        .unwrap();
+    let mut text = IncrementalText::default();
+    let mut cut_characters = 0;
+    for n in 0..=ids.len() {
+        let whole = tok.decode(&ids[..n], true).unwrap();
+        cut_characters += usize::from(whole.ends_with(char::REPLACEMENT_CHARACTER));
+        let so_far = text.push(&ids[..n], |t| tok.decode(t, true)).unwrap();
+        assert_eq!(so_far, whole, "after {n} ids {:?}", &ids[..n]);
+    }
+    // The emoji and the CJK are several byte tokens each: some prefixes end
+    // half-way through a character, the case the incremental text waits on.
+    assert!(cut_characters > 0);
 }
 
 #[test]

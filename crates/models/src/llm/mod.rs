@@ -32,6 +32,7 @@
 //!   (an agent's admissible commands), the prompt run once and candidates
 //!   sharing their common token prefixes.
 
+mod incremental;
 mod prefix;
 mod score;
 mod tokenizer;
@@ -48,6 +49,7 @@ use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use submem_core::{ChatMessage, ChatRequest, Completion, Llm, Role, ServiceError, Usage};
 
+pub use incremental::{first_stop, IncrementalText};
 pub use prefix::PrefilledLocal;
 pub use tokenizer::GgufTokenizer;
 
@@ -459,26 +461,35 @@ impl Inner {
         let mut pos = prefix_len + ids.len();
         let prompt_tokens = pos;
         let mut generated: Vec<u32> = Vec::new();
-        let mut text;
+        let mut so_far = IncrementalText::default();
+        let mut ended = false;
         loop {
             let next = sampler.sample(&logits).map_err(self.c())?;
-            generated.push(next);
             if next == self.tokenizer.eos_id {
-                generated.pop();
-                text = self.tokenizer.decode(&generated, true)?;
-                generated.push(next);
+                ended = true;
                 break;
             }
-            text = self.tokenizer.decode(&generated, true)?;
-            if let Some(cut) = first_stop(&text, &opts.stop) {
-                text.truncate(cut);
-                break;
+            generated.push(next);
+            if !opts.stop.is_empty() {
+                let text = so_far.push(&generated, |ids| self.tokenizer.decode(ids, true))?;
+                if first_stop(text, &opts.stop).is_some() {
+                    break;
+                }
             }
             if generated.len() >= opts.max_tokens {
                 break;
             }
             logits = self.forward(&mut state, &[next], pos)?;
             pos += 1;
+        }
+        // The loop stopped at the first token whose text holds a stop string,
+        // so cutting the final text at its first stop gives that text's cut.
+        let mut text = self.tokenizer.decode(&generated, true)?;
+        if let Some(cut) = first_stop(&text, &opts.stop) {
+            text.truncate(cut);
+        }
+        if ended {
+            generated.push(self.tokenizer.eos_id);
         }
         let secs = started.elapsed().as_secs_f64();
         tracing::debug!(
@@ -538,15 +549,6 @@ fn kv_bytes_per_token(ct: &gguf_file::Content) -> u64 {
         .checked_div(heads)
         .unwrap_or(0);
     layers * 2 * kv_heads * head_dim * 4
-}
-
-/// Byte offset of the earliest stop string in `text`.
-fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
-    stops
-        .iter()
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| text.find(s.as_str()))
-        .min()
 }
 
 #[async_trait]

@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use async_trait::async_trait;
 use candle_core::D;
 use submem_core::{ChatRequest, Completion, Llm, ServiceError, Usage};
-use submem_models::{GgufTokenizer, LocalLlm};
+use submem_models::{first_stop, GgufTokenizer, IncrementalText, LocalLlm};
 
 use crate::codec::{check_ids, ByteCodec, TextCodec};
 use submem_kit::spaces;
@@ -172,7 +172,7 @@ impl LoraModel {
         let mut cache = KvCache::default();
         let mut logits = base.next_logits(ids, 0, adapter, &mut cache)?;
         let mut generated: Vec<u32> = Vec::new();
-        let mut text = String::new();
+        let mut so_far = IncrementalText::default();
         let mut ended = 0u64;
         loop {
             let next = logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
@@ -181,15 +181,11 @@ impl LoraModel {
                 break;
             }
             generated.push(next);
-            text = self.codec().decode(&generated)?;
-            if let Some(cut) = stop
-                .iter()
-                .filter(|s| !s.is_empty())
-                .filter_map(|s| text.find(s.as_str()))
-                .min()
-            {
-                text.truncate(cut);
-                break;
+            if !stop.is_empty() {
+                let text = so_far.push(&generated, |ids| self.codec().decode(ids))?;
+                if first_stop(text, stop).is_some() {
+                    break;
+                }
             }
             if generated.len() >= max_tokens {
                 break;
@@ -200,6 +196,12 @@ impl LoraModel {
                 adapter,
                 &mut cache,
             )?;
+        }
+        // The loop stopped at the first token whose text holds a stop string,
+        // so cutting the final text at its first stop gives that text's cut.
+        let mut text = self.codec().decode(&generated)?;
+        if let Some(cut) = first_stop(&text, stop) {
+            text.truncate(cut);
         }
         let usage = Usage {
             input_tokens: ids.len() as u64,
