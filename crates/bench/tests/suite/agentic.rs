@@ -172,6 +172,9 @@ async fn a_killed_run_resumes_to_the_same_episodes() {
     let (full, cut) = (dir.path().join("full"), dir.path().join("cut"));
     let mut o = options(&full, true);
     o.ks = vec![1, 3];
+    // Resuming does not depend on how long an episode is; ten random steps
+    // keep sixteen episodes short.
+    o.step_cap = 10;
     let all = play(games.clone(), "nomem,m2", Arc::new(RandomPolicy), o.clone())
         .await
         .unwrap();
@@ -362,6 +365,7 @@ async fn the_local_model_steers_an_episode_by_scoring_the_admissible_commands() 
 async fn the_cross_episode_regime_restores_a_bank_of_training_walkthroughs() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = options(dir.path(), true);
+    o.step_cap = 10;
     o.regimes = vec![AgenticRegime::Within, AgenticRegime::Cross];
     o.train_games = games_from_specs(EnvKind::Alfworld, "pick:seeds=21-22; heat:seeds=21").unwrap();
     let games = games_from_specs(EnvKind::Alfworld, "pick:seeds=23").unwrap();
