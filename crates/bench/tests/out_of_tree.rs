@@ -10,7 +10,8 @@
 //! again (a user's project has its own target directory anyway). This test
 //! builds a copy under the workspace's target directory that reuses the
 //! workspace's compiled artifacts: same versions (the workspace's
-//! `Cargo.lock`), same features ([`FEATURE_UNIFICATION`] appended), same
+//! `Cargo.lock`), same features (derived from `cargo tree`, see
+//! [`features::sharing_dependencies`]), same
 //! profiles (the workspace's, passed with `--config`), same rustflags (cargo
 //! runs in the workspace, so `.cargo/config.toml` applies) and the same
 //! target directory. After a `cargo test --workspace` it compiles no
@@ -19,48 +20,19 @@
 //! fingerprints apart: about 1.5 minutes on 2 cores), and stay in the target
 //! directory, so later runs compile only what changed. Set
 //! `SUBMEM_SKIP_OUT_OF_TREE=1` to skip it.
+//!
+//! The Python package's test build shares the workspace's artifacts the same
+//! way, from a feature list its manifest must spell out; the last test here
+//! holds that list to what `cargo tree` says the workspace builds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
-/// Dependencies appended to the copy's manifest for build sharing only:
-/// nothing uses them. The workspace turns on more features of some shared
-/// dependencies (its server, MCP and Python crates and its dev-dependencies
-/// do) than the example would, and a crate built with other features is
-/// another artifact: without this list the example rebuilt serde, tokio and
-/// tracing, then candle, tantivy and everything above them (~4.5 minutes on
-/// 2 cores). Asking for the workspace's features makes both builds resolve
-/// alike. It also makes `cargo test` and `cargo run` of the copy resolve
-/// alike (`submem-core`'s `testing` is a dev-dependency feature of the
-/// example): otherwise the run rebuilt `submem-core` and every submem crate
-/// above it. A target table always true (`cfg(all())`), so that a crate the
-/// example already names (serde, schemars, tokio) is not a duplicate key;
-/// `CRATES/` is the workspace's `crates/` folder.
-const FEATURE_UNIFICATION: &str = r#"
-# Appended by crates/bench/tests/out_of_tree.rs: the workspace's features.
-[target.'cfg(all())'.dependencies]
-submem-core = { path = "CRATES/core", features = ["test-utils", "testing"] }
-rmcp = { version = "3.11", default-features = false, features = ["client", "transport-child-process"] }
-serde = { version = "1", features = ["derive", "rc"] }
-schemars = { version = "1", features = ["chrono04"] }
-tokio = { version = "1", features = ["rt-multi-thread", "macros", "sync", "time", "fs", "io-std", "process", "signal"] }
-serde_json = { version = "1", features = ["raw_value"] }
-tracing = { version = "0.1", features = ["log"] }
-tracing-core = "0.1"
-hyper = { version = "1", features = ["server"] }
-hyper-util = { version = "0.1", features = ["server", "service"] }
-tower = { version = "0.5", features = ["log", "make", "tracing"] }
-tower-http = { version = "0.6", features = ["catch-panic", "tracing"] }
-indexmap = { version = "2", features = ["serde"] }
-num-complex = "0.4"
-getrandom-02 = { package = "getrandom", version = "0.2", features = ["std"] }
-typenum = { version = "1", features = ["const-generics"] }
-futures-sink = "0.3"
-serde_core = "1"
-chrono = { version = "0.4", default-features = false, features = ["alloc", "now", "serde", "std"] }
-anstream = "1"
-"#;
+#[path = "out_of_tree/features.rs"]
+mod features;
+
+use features::{resolved, sharing_dependencies, unshared};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -190,9 +162,8 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The example's manifest with its `../../crates/..` paths made absolute
-/// and [`FEATURE_UNIFICATION`] appended.
-fn sharing_manifest(example_manifest: &str, workspace: &Path) -> String {
+/// The example's manifest with its `../../crates/..` paths made absolute.
+fn absolute_manifest(example_manifest: &str, workspace: &Path) -> String {
     let crates = workspace.join("crates");
     let absolute = format!("path = {:?}", format!("{}/", crates.display()));
     let absolute = absolute.trim_end_matches('"');
@@ -201,29 +172,29 @@ fn sharing_manifest(example_manifest: &str, workspace: &Path) -> String {
         !manifest.contains("path = \"../"),
         "a relative path the copy cannot follow:\n{manifest}"
     );
-    manifest + &FEATURE_UNIFICATION.replace("path = \"CRATES/", absolute)
+    manifest
 }
 
-/// The copy of the example under the workspace's target directory (its
-/// manifest, lock file and profiles for build sharing); returns its folder.
-fn prepare_copy(workspace: &Path, target: &Path) -> PathBuf {
+/// A copy of the example in `copy` (its sources, and its manifest, lock
+/// file and profiles for build sharing).
+fn prepare_copy(workspace: &Path, copy: &Path) {
     let example = workspace.join("examples/out-of-tree-substrate");
-    let copy = target.join("out-of-tree-example");
+    std::fs::create_dir_all(copy).unwrap();
     for folder in ["src", "tests"] {
         let _ = std::fs::remove_dir_all(copy.join(folder));
         if example.join(folder).is_dir() {
             copy_dir(&example.join(folder), &copy.join(folder));
         }
     }
-    let manifest = sharing_manifest(&read(&example.join("Cargo.toml")), workspace);
-    std::fs::write(copy.join("Cargo.toml"), manifest).unwrap();
     std::fs::copy(workspace.join("Cargo.lock"), copy.join("Cargo.lock")).unwrap();
     let profiles = toml::Table::from_iter([(
         "profile".to_string(),
         toml::Value::Table(sharing_profiles(workspace)),
     )]);
     std::fs::write(copy.join("profiles.toml"), profiles.to_string()).unwrap();
-    copy
+    let manifest = absolute_manifest(&read(&example.join("Cargo.toml")), workspace);
+    let entries = sharing_dependencies(workspace, copy, &manifest);
+    eprintln!("dependencies added for the workspace's features:\n{entries}");
 }
 
 /// Runs `cargo <args>` on the copy, from the workspace (cargo reads
@@ -276,7 +247,7 @@ fn cargo(workspace: &Path, copy: &Path, args: &[&str], after: &[&str]) -> Output
     if !rebuilt.is_empty() {
         eprintln!(
             "note: the example compiled {} dependencies the workspace build did not share \
-             ({}); compare their features with FEATURE_UNIFICATION",
+             ({}); compare their features with the workspace's (`cargo tree --format '{{p}}|{{f}}'`)",
             rebuilt.len(),
             rebuilt.join(", ")
         );
@@ -292,7 +263,8 @@ fn out_of_tree_example_passes_conformance_and_is_benched() {
     }
     let workspace = workspace();
     let target = target_dir(&workspace);
-    let copy = prepare_copy(&workspace, &target);
+    let copy = target.join("out-of-tree-example");
+    prepare_copy(&workspace, &copy);
     let started = Instant::now();
 
     // Its own tests: the one-line conformance test and the ranking's.
@@ -450,12 +422,17 @@ fn the_example_is_built_with_the_workspace_profiles() {
     }
 }
 
+/// The copy names this checkout's crates by absolute paths, and both its
+/// builds (its tests, and its run without dev-dependencies) build every
+/// package the workspace's tests build with the workspace's features.
 #[test]
-fn the_copy_points_at_this_checkout_and_adds_the_workspace_features() {
+fn the_copy_points_at_this_checkout_and_asks_for_the_workspace_features() {
     let workspace = workspace();
-    let example = read(&workspace.join("examples/out-of-tree-substrate/Cargo.toml"));
-    let copy = sharing_manifest(&example, &workspace);
-    let parsed: toml::Table = copy.parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    prepare_copy(&workspace, dir.path());
+    let manifest_path = dir.path().join("Cargo.toml");
+    let manifest = read(&manifest_path);
+    let parsed: toml::Table = manifest.parse().unwrap();
     let deps = parsed["dependencies"].as_table().unwrap();
     for (name, dep) in deps {
         if let Some(path) = dep.get("path").and_then(|p| p.as_str()) {
@@ -468,11 +445,70 @@ fn the_copy_points_at_this_checkout_and_adds_the_workspace_features() {
             );
         }
     }
-    assert!(deps.contains_key("submem-cli"), "{copy}");
-    let shared = parsed["target"]["cfg(all())"]["dependencies"]
+    assert!(deps.contains_key("submem-cli"), "{manifest}");
+    let added = parsed["target"]["cfg(all())"]["dependencies"]
         .as_table()
         .unwrap();
-    assert!(shared.contains_key("serde") && shared.contains_key("tokio"));
-    let core = shared["submem-core"]["path"].as_str().unwrap();
-    assert!(Path::new(core).join("Cargo.toml").is_file(), "{core}");
+    let asks_for = |package: &str| {
+        added
+            .values()
+            .any(|d| d["package"].as_str() == Some(package))
+    };
+    // The example's run leaves out its dev-dependencies, which turn on
+    // submem-core's `testing`: asked for, so its test and its run (and the
+    // workspace's tests) share one submem-core and everything above it.
+    assert!(asks_for("submem-core"), "{manifest}");
+
+    let ours = resolved(&workspace, &["--workspace"]);
+    for edges in ["normal,build,dev", "normal,build"] {
+        let copy = resolved(
+            &workspace,
+            &[
+                "--manifest-path",
+                manifest_path.to_str().unwrap(),
+                "--features",
+                "cli",
+                "-e",
+                edges,
+            ],
+        );
+        assert!(copy.keys().any(|p| p.starts_with("submem-cli ")));
+        let unshared = unshared(&copy, &ours);
+        assert!(unshared.is_empty(), "{edges}: {unshared:?}");
+    }
+}
+
+/// `scripts/test-python.sh` builds the extension with `crates/python`'s
+/// `workspace-test-build` feature, whose optional dependencies ask for the
+/// features the workspace's test build turns on, so that the step reuses
+/// that build's artifacts (8 s instead of 163 s on 2 cores). A manifest
+/// cannot derive the list, so it is written out there; this holds it to
+/// what `cargo tree` says the workspace builds, and names what to add.
+#[test]
+fn the_python_test_build_asks_for_the_workspace_features() {
+    let workspace = workspace();
+    let ours = resolved(&workspace, &["--workspace"]);
+    let python = resolved(
+        &workspace,
+        &[
+            "-p",
+            "submem-python",
+            "--features",
+            "workspace-test-build",
+            "-e",
+            "normal,build",
+        ],
+    );
+    let missing: Vec<String> = unshared(&python, &ours)
+        .into_iter()
+        .filter(|(package, _)| !package.starts_with("submem-python "))
+        .map(|(package, features)| format!("{package}: {features:?}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates/python's workspace-test-build builds these with other features than the \
+         workspace's tests do, so scripts/test-python.sh compiles them and everything above \
+         them again; ask for these features in its optional dependencies:\n{}",
+        missing.join("\n")
+    );
 }
