@@ -65,7 +65,7 @@ pub use error::{ModelsError, Result};
 pub use lazy::{Lazy, LazyEmbedder, LazyLlm, Loadable};
 pub use llm::{
     first_stop, GenerateOptions, GgufTokenizer, IncrementalText, LocalLlm, LocalLlmOptions,
-    PrefixCache, Speed,
+    PrefixCache, Speed, StopScan,
 };
 pub use locate::{resolve_embedder_dir, resolve_llm_gguf, ModelLocator};
 pub use openai::OpenAiClient;

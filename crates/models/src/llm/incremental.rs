@@ -65,6 +65,62 @@ impl IncrementalText {
     }
 }
 
+/// Where a generation loop stops for stop strings, and its final text.
+///
+/// [`StopScan::hit`] after each generated id says whether the text so far
+/// holds a stop string (decoding nothing when there are no stops);
+/// [`StopScan::finish`] decodes all ids once and cuts at the first stop.
+/// The loop stops at the first id whose text holds a stop, so that cut is
+/// the cut of the text the loop stopped on.
+#[derive(Debug)]
+pub struct StopScan<'a> {
+    stops: &'a [String],
+    text: IncrementalText,
+}
+
+impl<'a> StopScan<'a> {
+    /// A scan for `stops` (empty strings are ignored).
+    pub fn new(stops: &'a [String]) -> Self {
+        StopScan {
+            stops,
+            text: IncrementalText::default(),
+        }
+    }
+
+    /// Whether the text of `ids` (which must extend the previous call's)
+    /// holds a stop string.
+    ///
+    /// # Errors
+    /// Whatever `decode` returns.
+    pub fn hit<E>(
+        &mut self,
+        ids: &[u32],
+        decode: impl FnOnce(&[u32]) -> Result<String, E>,
+    ) -> Result<bool, E> {
+        if self.stops.iter().all(String::is_empty) {
+            return Ok(false);
+        }
+        let text = self.text.push(ids, decode)?;
+        Ok(first_stop(text, self.stops).is_some())
+    }
+
+    /// The text of all of `ids`, cut at its first stop string.
+    ///
+    /// # Errors
+    /// Whatever `decode` returns.
+    pub fn finish<E>(
+        &self,
+        ids: &[u32],
+        decode: impl FnOnce(&[u32]) -> Result<String, E>,
+    ) -> Result<String, E> {
+        let mut text = decode(ids)?;
+        if let Some(cut) = first_stop(&text, self.stops) {
+            text.truncate(cut);
+        }
+        Ok(text)
+    }
+}
+
 /// Byte offset of the earliest of the non-empty `stops` in `text`.
 ///
 /// ```
@@ -102,6 +158,22 @@ mod tests {
             let whole = lossy(&ids[..n]).unwrap();
             assert_eq!(text.push(&ids[..n], lossy).unwrap(), whole, "{n} ids");
         }
+    }
+
+    #[test]
+    fn a_scan_stops_where_the_whole_text_first_holds_a_stop_and_cuts_there() {
+        let stops = ["\n\n".to_string(), String::new()];
+        let ids: Vec<u32> = "ab\nc\n\nd".bytes().map(u32::from).collect();
+        let mut scan = StopScan::new(&stops);
+        let stopped = (1..=ids.len()).find(|&n| scan.hit(&ids[..n], lossy).unwrap());
+        assert_eq!(stopped, Some(6));
+        assert_eq!(scan.finish(&ids[..6], lossy).unwrap(), "ab\nc");
+        // No stops: nothing is decoded until the end.
+        let mut scan = StopScan::new(&[]);
+        assert!(!scan
+            .hit(&ids, |_| -> Result<String, ()> { unreachable!() })
+            .unwrap());
+        assert_eq!(scan.finish(&ids, lossy).unwrap(), "ab\nc\n\nd");
     }
 
     #[test]

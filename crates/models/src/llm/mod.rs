@@ -49,7 +49,7 @@ use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use submem_core::{ChatMessage, ChatRequest, Completion, Llm, Role, ServiceError, Usage};
 
-pub use incremental::{first_stop, IncrementalText};
+pub use incremental::{first_stop, IncrementalText, StopScan};
 pub use prefix::PrefilledLocal;
 pub use tokenizer::GgufTokenizer;
 
@@ -461,7 +461,7 @@ impl Inner {
         let mut pos = prefix_len + ids.len();
         let prompt_tokens = pos;
         let mut generated: Vec<u32> = Vec::new();
-        let mut so_far = IncrementalText::default();
+        let mut scan = StopScan::new(&opts.stop);
         let mut ended = false;
         loop {
             let next = sampler.sample(&logits).map_err(self.c())?;
@@ -470,11 +470,8 @@ impl Inner {
                 break;
             }
             generated.push(next);
-            if !opts.stop.is_empty() {
-                let text = so_far.push(&generated, |ids| self.tokenizer.decode(ids, true))?;
-                if first_stop(text, &opts.stop).is_some() {
-                    break;
-                }
+            if scan.hit(&generated, |ids| self.tokenizer.decode(ids, true))? {
+                break;
             }
             if generated.len() >= opts.max_tokens {
                 break;
@@ -482,12 +479,7 @@ impl Inner {
             logits = self.forward(&mut state, &[next], pos)?;
             pos += 1;
         }
-        // The loop stopped at the first token whose text holds a stop string,
-        // so cutting the final text at its first stop gives that text's cut.
-        let mut text = self.tokenizer.decode(&generated, true)?;
-        if let Some(cut) = first_stop(&text, &opts.stop) {
-            text.truncate(cut);
-        }
+        let text = scan.finish(&generated, |ids| self.tokenizer.decode(ids, true))?;
         if ended {
             generated.push(self.tokenizer.eos_id);
         }

@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use async_trait::async_trait;
 use candle_core::D;
 use submem_core::{ChatRequest, Completion, Llm, ServiceError, Usage};
-use submem_models::{first_stop, GgufTokenizer, IncrementalText, LocalLlm};
+use submem_models::{GgufTokenizer, LocalLlm, StopScan};
 
 use crate::codec::{check_ids, ByteCodec, TextCodec};
 use submem_kit::spaces;
@@ -172,7 +172,7 @@ impl LoraModel {
         let mut cache = KvCache::default();
         let mut logits = base.next_logits(ids, 0, adapter, &mut cache)?;
         let mut generated: Vec<u32> = Vec::new();
-        let mut so_far = IncrementalText::default();
+        let mut scan = StopScan::new(stop);
         let mut ended = 0u64;
         loop {
             let next = logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
@@ -181,11 +181,8 @@ impl LoraModel {
                 break;
             }
             generated.push(next);
-            if !stop.is_empty() {
-                let text = so_far.push(&generated, |ids| self.codec().decode(ids))?;
-                if first_stop(text, stop).is_some() {
-                    break;
-                }
+            if scan.hit(&generated, |ids| self.codec().decode(ids))? {
+                break;
             }
             if generated.len() >= max_tokens {
                 break;
@@ -197,12 +194,7 @@ impl LoraModel {
                 &mut cache,
             )?;
         }
-        // The loop stopped at the first token whose text holds a stop string,
-        // so cutting the final text at its first stop gives that text's cut.
-        let mut text = self.codec().decode(&generated)?;
-        if let Some(cut) = first_stop(&text, stop) {
-            text.truncate(cut);
-        }
+        let text = scan.finish(&generated, |ids| self.codec().decode(ids))?;
         let usage = Usage {
             input_tokens: ids.len() as u64,
             output_tokens: generated.len() as u64 + ended,
